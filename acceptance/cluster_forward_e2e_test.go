@@ -134,8 +134,9 @@ func TestClusterForwarding(t *testing.T) {
 	}
 
 	// Over HTTP/2 and HTTP/1.1, through node 2: the log stream flows event by event, a body of nearly the
-	// limit passes whole and one over it is the owning node's JSON 413.
-	checkForwardedProtocols(t, procs[1], procs[2], admin, prj)
+	// limit passes whole and one over it is the owning node's JSON 413; an upload's signed URL PUT to it
+	// stores the dump on node 1.
+	checkForwardedProtocols(t, procs[1], procs[2], admin, prj, dirs[0])
 
 	// A client may not pose as a node: the forwarded header from it is refused, as is the nodes' channel
 	// without a node's certificate.

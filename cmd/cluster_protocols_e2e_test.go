@@ -9,6 +9,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +37,9 @@ func protocolClients(t *testing.T, p *e2eProc) map[string]*http.Client {
 // HTTP/1.1: the project's log stream (text/event-stream, follow) brings an entry made after it started
 // while it is still open (it is not held back until the stream ends: it never ends); a SQL request with
 // a query of nearly the studio's 256 KiB passes whole (the server counts the literal it carries); a body
-// over the API's 1 MiB limit gets the owning node's JSON 413.
-func checkForwardedProtocols(t *testing.T, fwd, other *e2eProc, key, prj string) {
+// over the API's 1 MiB limit gets the owning node's JSON 413; an import upload's signed URL, PUT to the
+// forwarding node, stores the dump whole on the project's node (ownerDir), not on the forwarding one.
+func checkForwardedProtocols(t *testing.T, fwd, other *e2eProc, key, prj, ownerDir string) {
 	t.Helper()
 	for proto, c := range protocolClients(t, fwd) {
 		marker := "fwd_stream_" + strings.NewReplacer("/", "", ".", "").Replace(proto)
@@ -112,6 +116,44 @@ func checkForwardedProtocols(t *testing.T, fwd, other *e2eProc, key, prj string)
 		}
 		if err := json.Unmarshal(body, &e); status != http.StatusRequestEntityTooLarge || err != nil || !strings.Contains(e.Error, "exceeds") {
 			t.Fatalf("%s: a SQL body over the limit through the forwarding node: %d %.300s, want the JSON 413", proto, status, body)
+		}
+
+		// An import upload's signed URL PUT to the forwarding node: the dump, whole, is the owning node's.
+		var up struct {
+			Upload struct {
+				ID        string `json:"id"`
+				UploadURL string `json:"upload_url"`
+			} `json:"upload"`
+		}
+		other.do(t, key, http.MethodPost, "/v1/projects/"+prj+"/imports/uploads", nil, http.StatusCreated, &up)
+		u, err := url.Parse(up.Upload.UploadURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dump := bytes.Repeat([]byte("not a dump, but whole "), 24<<10) // 528 KiB
+		req, _ = http.NewRequest(http.MethodPut, fwd.api+u.RequestURI(), bytes.NewReader(dump))
+		req.Header.Set("Content-Type", "application/octet-stream")
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: PUT the upload through the forwarding node: %v", proto, err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var stored struct {
+			Upload struct {
+				State     string `json:"state"`
+				SizeBytes int    `json:"size_bytes"`
+			} `json:"upload"`
+		}
+		if err := json.Unmarshal(body, &stored); resp.Proto != proto || resp.StatusCode != http.StatusOK || err != nil || stored.Upload.State != "uploaded" || stored.Upload.SizeBytes != len(dump) {
+			t.Fatalf("%s: PUT the upload (%d bytes) through the forwarding node: %s %d %.300s", proto, len(dump), resp.Proto, resp.StatusCode, body)
+		}
+		name := filepath.Join("backups", prj, "imports", up.Upload.ID+".dump")
+		if b, err := os.ReadFile(filepath.Join(ownerDir, name)); err != nil || !bytes.Equal(b, dump) {
+			t.Fatalf("%s: the upload on the project's node: %v, %d bytes (want the %d sent)", proto, err, len(b), len(dump))
+		}
+		if _, err := os.Stat(filepath.Join(fwd.dataDir, name)); err == nil {
+			t.Fatalf("%s: the forwarding node kept the upload too", proto)
 		}
 	}
 }

@@ -37,6 +37,8 @@ func TestOnNodeRoutes(t *testing.T) {
 		"POST /v1/projects/{projectID}/kv/flush":                     true,
 		"GET /v1/projects/{projectID}/tables/{schema}/{table}/csv":   true,
 		"GET /v1/projects/{projectID}/observability":                 true,
+		"PUT /v1/uploads/imports/{uploadID}":                         true,
+		"GET /v1/downloads/exports/{exportID}":                       true,
 		"GET /v1/projects/{projectID}":                               false,
 		"GET /v1/projects/{projectID}/jobs":                          false,
 		"GET /v1/projects/{projectID}/events":                        false,

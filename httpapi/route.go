@@ -83,6 +83,9 @@ type Route struct {
 	// OnNode marks the routes that run where the project's instances live (its server, its KV store, its
 	// files): on a cluster, another node forwards them to that node (Options.Forward). Set by onNode.
 	OnNode bool
+	// NodeOf, on an OnNode route bound to no project, is the path parameter naming the record whose
+	// project's node it runs on (a signed URL's upload or export: its file is on that node). Set by onNode.
+	NodeOf string
 	// Operator marks the routes of platform operators (a session of a user with is_admin): every other
 	// caller, an organization's owner included, is refused with 403.
 	Operator bool

@@ -431,6 +431,14 @@ var storeWrites = []string{
 func onNode(routes []Route) []Route {
 	for i := range routes {
 		rt := &routes[i]
+		// A signed URL's upload and download: the dump's file is on its project's node (with a bucket
+		// too, which holds it, the node caches it), whichever node the URL's holder reaches.
+		switch rt.Method + " " + rt.Path {
+		case "PUT /v1/uploads/imports/{uploadID}":
+			rt.OnNode, rt.NodeOf = true, "uploadID"
+		case "GET /v1/downloads/exports/{exportID}":
+			rt.OnNode, rt.NodeOf = true, "exportID"
+		}
 		if !strings.HasPrefix(rt.Path, "/v1/projects/{projectID}") {
 			continue
 		}

@@ -206,7 +206,7 @@ func (s *Server) adapt(rt *Route) http.Handler {
 		if forwards {
 			// The caller is authenticated here (a refusal costs no hop) and again by the owning node,
 			// which sees the same credentials.
-			node, local, err := s.forward.Owner(r.PathValue("projectID"))
+			node, local, err := s.forward.OwnerFor(rt.NodeOf, r.PathValue)
 			if err != nil {
 				s.writeError(w, r, err)
 				return

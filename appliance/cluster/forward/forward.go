@@ -134,6 +134,47 @@ func (f *Forwarder) Owner(projectID string) (node *store.Node, local bool, err e
 	return node, local, err
 }
 
+// OwnerFor is the owner of a request's project: Owner of its projectID path value, or with nodeOf (a path
+// parameter), OwnerOf the record it names.
+func (f *Forwarder) OwnerFor(nodeOf string, pathValue func(string) string) (node *store.Node, local bool, err error) {
+	if nodeOf != "" {
+		return f.OwnerOf(nodeOf, pathValue(nodeOf))
+	}
+	return f.Owner(pathValue("projectID"))
+}
+
+// OwnerOf is Owner of the project of the record a signed URL names, by its path parameter: an import
+// upload ("uploadID") or an export ("exportID"). A record unknown here is this node's (the handler answers
+// it: a 403, as for a bad signature).
+func (f *Forwarder) OwnerOf(param, id string) (node *store.Node, local bool, err error) {
+	var projectID string
+	err = f.db.View(func(tx *store.Tx) error {
+		var err error
+		switch param {
+		case "uploadID":
+			var u *store.Upload
+			if u, err = store.Uploads.Get(tx, id); err == nil {
+				projectID = u.ProjectID
+			}
+		case "exportID":
+			var e *store.Export
+			if e, err = store.Exports.Get(tx, id); err == nil {
+				projectID = e.ProjectID
+			}
+		default:
+			return fmt.Errorf("forward: no owner of a %s", param)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || projectID == "" {
+		return nil, err == nil, err
+	}
+	return f.Owner(projectID)
+}
+
 // Forward sends r to node's peer listener and copies its answer (status, headers, body as it flows) to w.
 // When the node does not answer, w gets a JSON 503 naming the node.
 func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, node *store.Node) {

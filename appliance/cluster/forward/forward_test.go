@@ -89,6 +89,15 @@ func setup(t *testing.T) *env {
 				return err
 			}
 		}
+		if err := store.Uploads.Put(tx, &store.Upload{ID: "upl_b", ProjectID: "prj_b"}); err != nil {
+			return err
+		}
+		if err := store.Exports.Put(tx, &store.Export{ID: "exp_b", ProjectID: "prj_b"}); err != nil {
+			return err
+		}
+		if err := store.Uploads.Put(tx, &store.Upload{ID: "upl_a", ProjectID: "prj_a"}); err != nil {
+			return err
+		}
 		return tx.SetMeta(store.MetaFormedBy, "nod_a")
 	}); err != nil {
 		t.Fatal(err)
@@ -129,6 +138,35 @@ func TestOwner(t *testing.T) {
 		} else if want != "" {
 			t.Errorf("%s: local, want node %s", p, want)
 		}
+	}
+}
+
+// TestOwnerOf: a signed URL's upload or export runs on its project's node; one unknown here on this node.
+func TestOwnerOf(t *testing.T) {
+	e := setup(t)
+	for _, c := range []struct{ param, id, want string }{
+		{"uploadID", "upl_b", "nod_b"}, {"exportID", "exp_b", "nod_b"}, {"uploadID", "upl_a", ""}, {"uploadID", "upl_unknown", ""}, {"exportID", "upl_b", ""},
+	} {
+		node, local, err := e.fwd.OwnerFor(c.param, func(p string) string {
+			if p != c.param {
+				t.Errorf("asked for %s, want %s", p, c.param)
+			}
+			return c.id
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ""; !local {
+			got = node.ID
+			if got != c.want {
+				t.Errorf("%s %s: owner %s, want %s", c.param, c.id, got, c.want)
+			}
+		} else if c.want != "" {
+			t.Errorf("%s %s: local, want node %s", c.param, c.id, c.want)
+		}
+	}
+	if _, _, err := e.fwd.OwnerOf("keyID", "k"); err == nil {
+		t.Fatal("an owner of an unknown kind of record")
 	}
 }
 
