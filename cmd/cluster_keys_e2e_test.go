@@ -19,7 +19,8 @@ import (
 // 1's, and they show none of their own). Node 1 stopped, a joined node leads: it takes the metadata
 // snapshots of the cluster's store into the bucket (its /status row says so), sealed with that key: an API
 // key made through node 2 after node 1 stopped is in a snapshot, and `appliance recover` with the key node
-// 1 showed at its first start restores the metadata with it into a new data directory.
+// 1 showed at its first start restores the metadata with it into a new data directory, where up starts a
+// single appliance that lists that key.
 func TestClusterSnapshotByAJoinedLeader(t *testing.T) {
 	t.Parallel()
 	bk := e2eBucket(t)
@@ -99,19 +100,37 @@ func TestClusterSnapshotByAJoinedLeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
 	var found bool
 	if err := db.View(func(tx *store.Tx) error {
 		keys, err := store.APIKeys.All(tx, func(k *store.APIKey) bool { return k.Name == "made-under-a-joined-leader" })
 		found = len(keys) == 1
 		return err
 	}); err != nil {
+		db.Close()
 		t.Fatal(err)
 	}
+	db.Close() // the file is up's next
 	if !found {
 		t.Fatalf("the recovered metadata lacks the API key made while node %d led:\n%s", leader+1, out)
 	}
 	if got, _ := os.ReadFile(filepath.Join(recovered, "recovery.key")); strings.TrimSpace(string(got)) != recoveryKey {
 		t.Fatalf("the recovered data directory's recovery key is not node 1's")
 	}
+
+	// up on it, as recover says: a single appliance that answers the cluster's credentials.
+	a := e2eStartWith(t, bin, recovered, bk.env, bk.flags())
+	var keys struct {
+		APIKeys []struct {
+			Name string `json:"name"`
+		} `json:"api_keys"`
+	}
+	a.do(t, admin, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, &keys)
+	found = false
+	for _, k := range keys.APIKeys {
+		found = found || k.Name == "made-under-a-joined-leader"
+	}
+	if !found {
+		t.Fatalf("the recovered appliance lists no API key made under the joined leader: %+v", keys)
+	}
+	a.stop(t, syscall.SIGTERM)
 }
