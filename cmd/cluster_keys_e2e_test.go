@@ -54,6 +54,13 @@ func TestClusterSnapshotByAJoinedLeader(t *testing.T) {
 		t.Fatal("node 1 logged the recovery key")
 	}
 
+	// Node 1 leads (it started first): the others take no snapshot.
+	for i, p := range procs[1:] {
+		if c := p.component(t, "metadata-snapshots"); !strings.Contains(c, "does not lead") {
+			t.Fatalf("node %d's metadata-snapshots row while node 1 leads: %q", i+2, c)
+		}
+	}
+
 	// Node 1 stopped: node 2 or 3 leads, and takes the snapshots.
 	procs[0].stop(t, syscall.SIGTERM)
 	leader := -1
