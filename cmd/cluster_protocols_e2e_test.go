@@ -38,9 +38,37 @@ func protocolClients(t *testing.T, p *e2eProc) map[string]*http.Client {
 // while it is still open (it is not held back until the stream ends: it never ends); a SQL request with
 // a query of nearly the studio's 256 KiB passes whole (the server counts the literal it carries); a body
 // over the API's 1 MiB limit gets the owning node's JSON 413; an import upload's signed URL, PUT to the
-// forwarding node, stores the dump whole on the project's node (ownerDir), not on the forwarding one.
+// forwarding node, stores the dump whole on the project's node (ownerDir), not on the forwarding one; an
+// export's signed download URL, GET from the forwarding node, sends the project's node's dump.
 func checkForwardedProtocols(t *testing.T, fwd, other *e2eProc, key, prj, ownerDir string) {
 	t.Helper()
+	// An export of the project (pg_dump on its node), and its signed download URL.
+	var ex struct {
+		ExportID string  `json:"export_id"`
+		Job      *e2eJob `json:"job"`
+	}
+	other.do(t, key, http.MethodPost, "/v1/projects/"+prj+"/exports", nil, http.StatusAccepted, &ex)
+	if j := other.waitJob(t, key, ex.Job.ID); j.State != "completed" {
+		t.Fatalf("export: %s %q", j.State, j.Error)
+	}
+	var dl struct {
+		Download struct {
+			DownloadURL string `json:"download_url"`
+		} `json:"download"`
+	}
+	other.do(t, key, http.MethodGet, "/v1/projects/"+prj+"/exports/"+ex.ExportID+"/download", nil, http.StatusOK, &dl)
+	dumps, _ := filepath.Glob(filepath.Join(ownerDir, "backups", prj, "exports", "*.dump"))
+	if len(dumps) != 1 {
+		t.Fatalf("the export's dump on the project's node: %v", dumps)
+	}
+	wantDump, err := os.ReadFile(dumps[0])
+	if err != nil || len(wantDump) == 0 {
+		t.Fatalf("the export's dump: %v (%d bytes)", err, len(wantDump))
+	}
+	du, err := url.Parse(dl.Download.DownloadURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for proto, c := range protocolClients(t, fwd) {
 		marker := "fwd_stream_" + strings.NewReplacer("/", "", ".", "").Replace(proto)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -149,6 +177,16 @@ func checkForwardedProtocols(t *testing.T, fwd, other *e2eProc, key, prj, ownerD
 			t.Fatalf("%s: PUT the upload (%d bytes) through the forwarding node: %s %d %.300s", proto, len(dump), resp.Proto, resp.StatusCode, body)
 		}
 		name := filepath.Join("backups", prj, "imports", up.Upload.ID+".dump")
+		// (the export's download, through the forwarding node: the owning node's file)
+		resp, err = c.Get(fwd.api + du.RequestURI())
+		if err != nil {
+			t.Fatalf("%s: GET the export's download through the forwarding node: %v", proto, err)
+		}
+		gotDump, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.Proto != proto || resp.StatusCode != http.StatusOK || !bytes.Equal(gotDump, wantDump) {
+			t.Fatalf("%s: the export's download through the forwarding node: %s %d, %d bytes (want the %d of the dump on the project's node)", proto, resp.Proto, resp.StatusCode, len(gotDump), len(wantDump))
+		}
 		if b, err := os.ReadFile(filepath.Join(ownerDir, name)); err != nil || !bytes.Equal(b, dump) {
 			t.Fatalf("%s: the upload on the project's node: %v, %d bytes (want the %d sent)", proto, err, len(b), len(dump))
 		}
