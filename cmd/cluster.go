@@ -40,8 +40,10 @@ func newClusterCmd() *cobra.Command {
 		Long: `Convert a stopped single-node appliance's data directory into the first node of a cluster: an embedded
 etcd member (client and peer traffic over mutual TLS with certificates of the appliance's CA) takes every
 record of meta.db, verified record by record; cluster.json records the node; meta.db is kept aside as
-meta.db.pre-cluster. Then start it with appliance up as before, and add nodes with
-appliance cluster join-token and, on the other machine, appliance up --join TOKEN --advertise HOST.`,
+meta.db.pre-cluster. An appliance that has no recovery key yet (it never ran with --backup-store) gets
+one, shown once: the key of the metadata snapshots in the bucket, which every node that joins is handed.
+Then start it with appliance up as before, and add nodes with appliance cluster join-token and, on the
+other machine, appliance up --join TOKEN --advertise HOST.`,
 		Example: `  sudo appliance cluster init --data-dir /var/lib/appliance --advertise 10.0.0.5`,
 		Args:    cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
