@@ -1,5 +1,5 @@
 // The Operator area's Nodes view on a cluster of three (issue 35 §6), on its own: the Go test
-// TestClusterPlacement (cmd/cluster_place_e2e_test.go) forms the cluster, places projects on its nodes and
+// TestClusterPlacement (acceptance/cluster_place_e2e_test.go) forms the cluster, places projects on its nodes and
 // runs this script with BASE_URL (node 1's API), EMAIL and PASSWORD (a platform operator), OUT_DIR and
 // NODES (a JSON array of {id, projects}: each node's id and the ids of the projects it hosts, as
 // `appliance cluster nodes` lists them). It signs in, opens Operator → Nodes, and checks the cluster's
