@@ -278,7 +278,8 @@ func contains(xs []string, x string) bool {
 }
 
 // AdoptInstances puts every live instance under supervision at start: running ones are adopted, dead ones
-// (the machine rebooted, or they died with the appliance) are started by the supervisor.
+// (the machine rebooted, or they died with the appliance) are started by the supervisor, and it returns
+// once those serve (adoptStartWait at most).
 func (s *Service) AdoptInstances(ctx context.Context) error {
 	_, err := s.dataPlane()
 	if err != nil {
@@ -288,7 +289,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		inst *store.Instance
 		prj  *store.Project
 	}
-	var live, fenced []pair
+	var live, fenced, starting []pair
 	owners := map[string]string{}
 	err = s.db.View(func(tx *store.Tx) error {
 		insts, err := store.Instances.All(tx, func(i *store.Instance) bool {
@@ -383,6 +384,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		// (whose event sets it back to active).
 		if _, running, _ := s.eng.Instance(p.inst).Status(); !running {
 			s.setRuntime(p.prj.ID, RuntimeRestarting)
+			starting = append(starting, p)
 		} else if p.prj.State == ProjectActive {
 			if err := s.bringUpToDate(ctx, p.inst, p.prj); err != nil {
 				s.log.Warn("bring an adopted instance up to date", "project", p.prj.ID, "err", err)
@@ -392,8 +394,27 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			return err
 		}
 	}
+	// The job runner starts after the adoption: the servers the supervisor is starting are waited for (at
+	// once, adoptStartWait at most), so that a job claimed at the start does not spend its attempts on a
+	// refused connection (a clean stop stopped every server; the next start starts them all).
+	wctx, cancel := context.WithTimeout(ctx, adoptStartWait)
+	defer cancel()
+	for _, p := range starting {
+		for !s.eng.Serving(wctx, p.inst, p.prj) && wctx.Err() == nil {
+			select {
+			case <-wctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	if wctx.Err() != nil && ctx.Err() == nil {
+		s.log.Warn("adoption: not every server the supervisor starts serves yet; the job runner starts anyway", "waited", adoptStartWait)
+	}
 	return nil
 }
+
+// adoptStartWait bounds AdoptInstances' wait for the servers it has the supervisor start.
+const adoptStartWait = 30 * time.Second
 
 // rewriteArchiveSettings writes an adopted instance's settings again, and reloads a running server when
 // that applies them (archive_command and restore_command do); a change that needs a restart waits for
