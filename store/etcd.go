@@ -35,6 +35,16 @@ import (
 // walked is seen too). A commit whose compares fail is a conflict: the transaction's function runs again
 // on a new revision, up to etcdAttempts times.
 //
+// Since the commit proves every read current, a read-write transaction's first read need not be: it is
+// serializable (the local member answers from its own state, without the round to the leader a
+// linearizable read takes, ReadIndex), unless it answers at a revision older than one this process has
+// already committed or seen (etcdKV.seen: then it is read again linearizably, so that a process reads its
+// own writes). A stale read makes the compares fail and the function runs again, with a linearizable first
+// read (so it makes progress). A transaction that wrote nothing, or whose function failed (a record not
+// found that another node has just made), still proves its reads before it returns: its compares are sent
+// alone (a read-only Txn, linearizable), and when they fail it runs again too. A View's first read stays
+// linearizable.
+//
 // The tables' versions (Table.Version) are revisions here: the mod revision of the table's version key,
 // set from the commit's revision by the writer before Update returns, and from a watch of the version keys
 // for the commits of other clients (other appliances of the cluster); Changes receives after each.
@@ -93,9 +103,15 @@ type etcdKV struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the watch ended
 	tables map[string]int
+	// seen is the highest revision this process committed, read linearizably or saw in the watch: a
+	// serializable read answered at an older revision is stale (see update).
+	seen atomic.Int64
 	// noCompares (set by tests only) commits without the compares that prove the reads current: the
 	// negative check of the linearizability test, which must then find a lost update.
 	noCompares bool
+	// lagRev (set by tests only), when not 0: the serializable first reads of read-write transactions
+	// answer at this revision, as a member that has applied no further would (a stale read).
+	lagRev int64
 }
 
 var _ kv = (*etcdKV)(nil)
@@ -124,6 +140,7 @@ func OpenEtcd(c *clientv3.Client, prefix string) (*DB, error) {
 	for _, kv := range resp.Kvs {
 		e.noteVersion(db, kv.Key, kv.ModRevision)
 	}
+	e.saw(resp.Header.Revision)
 	go e.watch(db, resp.Header.Revision+1)
 	if err := db.initialise(nil, nil); err != nil {
 		db.Close()
@@ -151,6 +168,7 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 				break
 			}
 			for _, ev := range resp.Events {
+				e.saw(ev.Kv.ModRevision) // first: a table's version moved says seen did
 				e.noteVersion(db, ev.Kv.Key, ev.Kv.ModRevision)
 				rev = ev.Kv.ModRevision + 1
 			}
@@ -176,6 +194,7 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 		for n := range db.versions {
 			storeMax(&db.versions[n], uint64(resp.Header.Revision))
 		}
+		e.saw(resp.Header.Revision)
 		db.signal()
 		rev = resp.Header.Revision + 1
 	}
@@ -186,6 +205,16 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 func (e *etcdKV) noteVersion(db *DB, key []byte, rev int64) {
 	if n, ok := e.tables[string(key[len(e.prefix)+len("v/"):])]; ok {
 		storeMax(&db.versions[n], uint64(rev))
+	}
+}
+
+// saw notes that the cluster reached revision rev (this process committed it, or read or watched it).
+func (e *etcdKV) saw(rev int64) {
+	for {
+		old := e.seen.Load()
+		if old >= rev || e.seen.CompareAndSwap(old, rev) {
+			return
+		}
 	}
 }
 
@@ -209,11 +238,19 @@ func (e *etcdKV) view(db *DB, fn func(*Tx) error) error {
 
 func (e *etcdKV) update(db *DB, fn func(*Tx) error) error {
 	for attempt := 1; ; attempt++ {
-		t := &etcdTx{kv: e, writable: true}
+		// The first attempt reads first from the local member (serializable); one run again after a
+		// conflict (which may have been a stale read) reads linearizably, so that it makes progress.
+		t := &etcdTx{kv: e, writable: true, serializable: attempt == 1}
 		tx := &Tx{kv: t, db: db}
 		err := fn(tx)
 		if t.err != nil {
 			err = t.err
+		} else if err != nil && t.stale {
+			// The function failed on what it read (a record not found, say, that another node has just
+			// made): that is the answer only if the reads were current.
+			if _, verr := t.validate(t.compares()); verr != nil {
+				err = verr
+			}
 		}
 		if err == nil {
 			var rev int64
@@ -253,8 +290,11 @@ type pending struct {
 type etcdTx struct {
 	kv       *etcdKV
 	writable bool
-	rev      int64 // the revision read at (0 until the first read)
-	err      error // the first failure: the transaction fails with it
+	// serializable: the first read may be serializable (a read-write transaction's first attempt); stale
+	// then says it was (its reads are proven current by the commit's compares only).
+	serializable, stale bool
+	rev                 int64 // the revision read at (0 until the first read)
+	err                 error // the first failure: the transaction fails with it
 
 	cache   map[string][]byte           // values read (full key → value; nil: absent)
 	reads   map[string]map[string]int64 // bucket → the full keys read by Get → their mod revision (0: absent)
@@ -300,6 +340,22 @@ func (t *etcdTx) get(key string, opts ...clientv3.OpOption) *clientv3.GetRespons
 		if errors.Is(err, rpctypes.ErrFutureRev) {
 			resp, err = t.kv.c.Get(ctx, key, opts...)
 		}
+	} else if t.serializable {
+		// The first read of a read-write transaction: the local member's state, unless that is older than
+		// what this process has seen (then its own writes could be missing: read linearizably).
+		sopts := append(opts, clientv3.WithSerializable())
+		if t.kv.lagRev > 0 {
+			sopts = append(sopts, clientv3.WithRev(t.kv.lagRev))
+		}
+		resp, err = t.kv.c.Get(ctx, key, sopts...)
+		if err == nil && t.kv.lagRev > 0 {
+			resp.Header.Revision = t.kv.lagRev
+		}
+		if err == nil && resp.Header.Revision < t.kv.seen.Load() {
+			resp, err = t.kv.c.Get(ctx, key, opts...)
+		} else if err == nil {
+			t.stale = true
+		}
 	} else {
 		resp, err = t.kv.c.Get(ctx, key, opts...)
 	}
@@ -309,6 +365,9 @@ func (t *etcdTx) get(key string, opts ...clientv3.OpOption) *clientv3.GetRespons
 	}
 	if t.rev == 0 {
 		t.rev = resp.Header.Revision
+		if !t.stale {
+			t.kv.saw(t.rev)
+		}
 	}
 	return resp
 }
@@ -327,30 +386,23 @@ func (t *etcdTx) onCommit(fn func()) { t.commits = append(t.commits, fn) }
 
 func (t *etcdTx) generation() int {
 	if t.rev == 0 {
+		t.serializable = false // no compare proves a revision alone current: read it linearizably
 		t.get(t.kv.prefix+"v/", clientv3.WithCountOnly())
 	}
 	return int(t.rev)
 }
 
 // commit sends the buffered writes in one Txn, if nothing read changed since t.rev, and returns its
-// revision.
+// revision. A transaction that wrote nothing and whose first read was serializable sends its compares
+// alone (a read-only Txn: linearizable), so that what it read is proven current as well.
 func (t *etcdTx) commit() (int64, error) {
-	if len(t.writes) == 0 && len(t.spans) == 0 {
+	readOnly := len(t.writes) == 0 && len(t.spans) == 0
+	if readOnly && !t.stale {
 		return t.rev, nil
 	}
-	var cmps []clientv3.Cmp
-	if t.rev > 0 && !t.kv.noCompares {
-		for b := range t.ranged {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.kv.prefix+"v/"+b), "<", t.rev+1))
-		}
-		for b, keys := range t.reads {
-			if t.ranged[b] {
-				continue
-			}
-			for k, mod := range keys {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
-			}
-		}
+	cmps := t.compares()
+	if readOnly {
+		return t.validate(cmps)
 	}
 	ops := make([]clientv3.Op, 0, len(t.writes)+len(t.written))
 	for k, w := range t.writes {
@@ -379,7 +431,46 @@ func (t *etcdTx) commit() (int64, error) {
 	case !resp.Succeeded:
 		return 0, errRetry
 	}
+	t.kv.saw(resp.Header.Revision)
 	return resp.Header.Revision, nil
+}
+
+// compares are the conditions that prove the transaction's reads still current: each key read by Get
+// (its mod revision), each bucket walked (its version key not written since the revision read at).
+func (t *etcdTx) compares() []clientv3.Cmp {
+	var cmps []clientv3.Cmp
+	if t.rev > 0 && !t.kv.noCompares {
+		for b := range t.ranged {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.kv.prefix+"v/"+b), "<", t.rev+1))
+		}
+		for b, keys := range t.reads {
+			if t.ranged[b] {
+				continue
+			}
+			for k, mod := range keys {
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
+			}
+		}
+	}
+	return cmps
+}
+
+// validate proves the reads of a transaction that wrote nothing current (cmps: its compares) in a
+// read-only Txn. Its one operation, a linearizable count, makes etcd answer it linearizably (after a
+// ReadIndex round); a Txn without operations would be served from the member's own state, like a
+// serializable read.
+func (t *etcdTx) validate(cmps []clientv3.Cmp) (int64, error) {
+	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
+	defer cancel()
+	resp, err := t.kv.c.Txn(ctx).If(cmps...).Then(clientv3.OpGet(t.kv.prefix+"v/", clientv3.WithCountOnly())).Commit()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("read the metadata store on etcd: %w", unavailable(err))
+	case !resp.Succeeded:
+		return 0, errRetry
+	}
+	t.kv.saw(resp.Header.Revision)
+	return t.rev, nil
 }
 
 // keyList is a bucket's keys written by a transaction, sorted when a cursor asks (writes in order, as

@@ -544,3 +544,117 @@ func TestLinearizableDeleteNotLost(t *testing.T) {
 		}
 	}
 }
+
+// An Update reads first from its own member (serializable), which may lag behind a write committed through
+// another member: the commit's compares find the read stale and the function runs again, on the write;
+// an Update that writes nothing proves its reads current at the end and runs again as well; and a first
+// read older than what the process has seen (its own commits, its watch) is read again linearizably.
+// The lagging member is lagRev: its serializable first reads answer at the revision before the write
+// (as a member that has not applied it yet does), and the process's watch, on that member, has not
+// brought the write either (seen is set back to that revision).
+func TestLinearizableStaleFirstRead(t *testing.T) {
+	c := linCluster(t)
+	a, b := linStore(t, c, 0, "/linearizable-stale/"), linStore(t, c, 1, "/linearizable-stale/")
+	// a's writes write a table too, whose version on b says when b's watch brought them.
+	write := func(k int, v int64) {
+		t.Helper()
+		if err := a.Update(func(tx *Tx) error {
+			if err := ScheduledBackups.Put(tx, &ScheduledBackup{ID: "sb", ProjectID: "p", CronHour: int(v % 24)}); err != nil {
+				return err
+			}
+			return linPut(tx, k, v)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, 1)
+	var before int64
+	if err := a.View(func(tx *Tx) error { before = int64(tx.Generation()); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	write(0, 10) // through member 0
+	lag := func() {
+		// b's watch brings a's last commit first (it would move seen on after the lag is set).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for want := ScheduledBackups.Version(a); ScheduledBackups.Version(b) < want; {
+			select {
+			case <-b.Changes():
+			case <-ctx.Done():
+				t.Fatalf("b's watch never brought revision %d", want)
+			}
+		}
+		b.etcd.lagRev = before
+		b.etcd.seen.Store(before)
+	}
+
+	t.Run("write", func(t *testing.T) {
+		lag()
+		var reads []int64
+		if err := b.Update(func(tx *Tx) error {
+			v := linGet(t, tx, 0)
+			reads = append(reads, v)
+			return linPut(tx, 0, v+1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(reads) != 2 || reads[0] != 1 || reads[1] != 10 {
+			t.Fatalf("the update read %v, want [1 10]: the stale read of 1 then, run again, the write's 10", reads)
+		}
+		var got int64
+		if err := a.View(func(tx *Tx) error { got = linGet(t, tx, 0); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if got != 11 {
+			t.Fatalf("the value after the update on the lagging member is %d, want 11 (10 + 1: the write through member 0 not lost)", got)
+		}
+	})
+
+	t.Run("read only", func(t *testing.T) {
+		write(0, 20)
+		lag()
+		var reads []int64
+		if err := b.Update(func(tx *Tx) error { reads = append(reads, linGet(t, tx, 0)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(reads) != 2 || reads[1] != 20 {
+			t.Fatalf("the update that writes nothing read %v, want the stale value then 20 (run again, not stale data returned as current)", reads)
+		}
+	})
+
+	t.Run("failure", func(t *testing.T) {
+		write(1, 5) // key 1 is absent at the lagging member's revision
+		lag()
+		var reads []int64
+		err := b.Update(func(tx *Tx) error {
+			v := linGet(t, tx, 1)
+			reads = append(reads, v)
+			if v == 0 {
+				return ErrNotFound
+			}
+			return nil
+		})
+		if err != nil || len(reads) != 2 || reads[1] != 5 {
+			t.Fatalf("the update read %v and returned %v, want 0 then 5 and no error: a failure on a stale read is not the answer", reads, err)
+		}
+	})
+
+	t.Run("seen", func(t *testing.T) {
+		lag()
+		var cur int64
+		if err := b.View(func(tx *Tx) error { cur = int64(tx.Generation()); return nil }); err != nil { // linearizable: seen moves on
+			t.Fatal(err)
+		}
+		if got := b.etcd.seen.Load(); got != cur {
+			t.Fatalf("after a linearizable read at revision %d the process has seen %d", cur, got)
+		}
+		runs := 0
+		var v int64
+		if err := b.Update(func(tx *Tx) error { runs++; v = linGet(t, tx, 0); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if runs != 1 || v != 20 {
+			t.Fatalf("the update ran %d times and read %d, want once and 20: a first read older than what the process saw is read again linearizably", runs, v)
+		}
+	})
+}
