@@ -106,6 +106,8 @@ type etcdKV struct {
 	// seen is the highest revision this process committed, read linearizably or saw in the watch: a
 	// serializable read answered at an older revision is stale (see update).
 	seen atomic.Int64
+	// values: what this process last knew of keys (see etcdValues), read by read-write transactions.
+	values etcdValues
 	// noCompares (set by tests only) commits without the compares that prove the reads current: the
 	// negative check of the linearizability test, which must then find a lost update.
 	noCompares bool
@@ -169,6 +171,7 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 			}
 			for _, ev := range resp.Events {
 				e.saw(ev.Kv.ModRevision) // first: a table's version moved says seen did
+				e.values.written(string(ev.Kv.Key[len(e.prefix)+len("v/"):]), ev.Kv.ModRevision)
 				e.noteVersion(db, ev.Kv.Key, ev.Kv.ModRevision)
 				rev = ev.Kv.ModRevision + 1
 			}
@@ -194,6 +197,7 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 		for n := range db.versions {
 			storeMax(&db.versions[n], uint64(resp.Header.Revision))
 		}
+		e.values.reset()
 		e.saw(resp.Header.Revision)
 		db.signal()
 		rev = resp.Header.Revision + 1
@@ -298,6 +302,7 @@ type etcdTx struct {
 
 	cache   map[string][]byte           // values read (full key → value; nil: absent)
 	reads   map[string]map[string]int64 // bucket → the full keys read by Get → their mod revision (0: absent)
+	known   map[string]map[string]int64 // bucket → those of the keys read from etcdKV.values (compared always)
 	ranged  map[string]bool             // the buckets walked (or many of whose keys were read)
 	writes  map[string]pending          // full key → buffered write
 	written map[string]*keyList         // bucket → its keys written (for the cursors)
@@ -431,25 +436,40 @@ func (t *etcdTx) commit() (int64, error) {
 	case !resp.Succeeded:
 		return 0, errRetry
 	}
-	t.kv.saw(resp.Header.Revision)
-	return resp.Header.Revision, nil
+	rev := resp.Header.Revision
+	t.kv.saw(rev)
+	for b := range t.spans {
+		t.kv.values.written(b, rev)
+	}
+	for b, l := range t.written {
+		for _, key := range l.keys {
+			k := t.dataKey(b, []byte(key))
+			if w := t.writes[k]; w.del {
+				t.kv.values.put(b, k, etcdValue{at: rev})
+			} else {
+				t.kv.values.put(b, k, etcdValue{v: nonNil(w.v), mod: rev, at: rev})
+			}
+		}
+	}
+	return rev, nil
 }
 
 // compares are the conditions that prove the transaction's reads still current: each key read by Get
 // (its mod revision), each bucket walked (its version key not written since the revision read at).
 func (t *etcdTx) compares() []clientv3.Cmp {
 	var cmps []clientv3.Cmp
-	if t.rev > 0 && !t.kv.noCompares {
-		for b := range t.ranged {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.kv.prefix+"v/"+b), "<", t.rev+1))
+	if t.kv.noCompares {
+		return nil
+	}
+	for b := range t.ranged {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(t.kv.prefix+"v/"+b), "<", t.rev+1))
+	}
+	for b, keys := range t.reads {
+		if t.ranged[b] {
+			keys = t.known[b] // known at another revision than t.rev: compared each
 		}
-		for b, keys := range t.reads {
-			if t.ranged[b] {
-				continue
-			}
-			for k, mod := range keys {
-				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
-			}
+		for k, mod := range keys {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", mod))
 		}
 	}
 	return cmps
@@ -519,6 +539,22 @@ func (b etcdBucket) Get(key []byte) []byte {
 	if v, ok := t.cache[k]; ok {
 		return v
 	}
+	if t.serializable && !t.ranged[b.name] && len(t.reads[b.name]) < etcdManyReads {
+		// A read-write transaction's first attempt: what this process knows of the key will do (the
+		// commit proves it current).
+		if known, ok := t.kv.values.get(b.name, k); ok {
+			t.stale = true
+			t.noteRead(b.name, k, known.v, known.mod)
+			if t.known == nil {
+				t.known = map[string]map[string]int64{}
+			}
+			if t.known[b.name] == nil {
+				t.known[b.name] = map[string]int64{}
+			}
+			t.known[b.name][k] = known.mod
+			return known.v
+		}
+	}
 	resp := t.get(k)
 	if resp == nil {
 		return nil
@@ -529,6 +565,7 @@ func (b etcdBucket) Get(key []byte) []byte {
 		v, mod = nonNil(resp.Kvs[0].Value), resp.Kvs[0].ModRevision
 	}
 	t.noteRead(b.name, k, v, mod)
+	t.kv.values.put(b.name, k, etcdValue{v: v, mod: mod, at: t.rev})
 	return v
 }
 
@@ -587,6 +624,7 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 				v, mod = nonNil(kvs[0].Value), kvs[0].ModRevision
 			}
 			t.noteRead(string(bucket), todo[i], v, mod)
+			t.kv.values.put(string(bucket), todo[i], etcdValue{v: v, mod: mod, at: t.rev})
 		}
 		todo = todo[n:]
 	}

@@ -639,6 +639,59 @@ func TestLinearizableStaleFirstRead(t *testing.T) {
 		}
 	})
 
+	t.Run("known", func(t *testing.T) {
+		// What the process knows of a key (etcdKV.values) is read as a lagging member is: a value the watch
+		// has not dropped yet when another member's commit changed it is caught by the compares too.
+		b.etcd.lagRev = 0
+		write(2, 1)
+		var first int64
+		if err := b.View(func(tx *Tx) error { first = linGet(t, tx, 2); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		k := b.etcd.prefix + "d/" + string(bucketMeta) + "/" + linMetaKey(2)
+		old, ok := b.etcd.values.get(string(bucketMeta), k)
+		if !ok || first != 1 || string(old.v) != "1" {
+			t.Fatalf("after a read of 1 (read %d) the process knows %q (%v)", first, old.v, ok)
+		}
+		write(2, 7)
+		stale := func() { // as if b's watch had not brought the write yet
+			b.etcd.values.reset()
+			b.etcd.values.put(string(bucketMeta), k, old)
+		}
+		stale()
+		var reads []int64
+		if err := b.Update(func(tx *Tx) error {
+			v := linGet(t, tx, 2)
+			reads = append(reads, v)
+			return linPut(tx, 2, v+1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(reads) != 2 || reads[0] != 1 || reads[1] != 7 {
+			t.Fatalf("the update read %v, want [1 7]: the stale value known, then, run again, the write's 7", reads)
+		}
+		write(2, 30)
+		stale()
+		reads = nil
+		if err := b.Update(func(tx *Tx) error { reads = append(reads, linGet(t, tx, 2)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(reads) != 2 || reads[1] != 30 {
+			t.Fatalf("the update that writes nothing read %v, want the stale 1 then 30", reads)
+		}
+		runs := 0
+		if err := b.Update(func(tx *Tx) error { runs++; return linPut(tx, 2, linGet(t, tx, 2)+1) }); err != nil {
+			t.Fatal(err)
+		}
+		var got int64
+		if err := a.View(func(tx *Tx) error { got = linGet(t, tx, 2); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if runs != 1 || got != 31 {
+			t.Fatalf("an update of a value known current ran %d times and left %d, want once and 31", runs, got)
+		}
+	})
+
 	t.Run("seen", func(t *testing.T) {
 		lag()
 		var cur int64
