@@ -334,9 +334,58 @@ type keyAuth struct {
 }
 
 // apiKeyByHash reads the key filed under hash and its creator's rights, from the cache when no write to the
-// tables they come from committed since (authVersion); the caller checks revocation and expiry against its
-// clock on every request. Only the key's hash is a cache key: no token is kept.
+// tables they come from committed since (authVersion), and whether its organization refuses it
+// (keyOrg); the caller checks revocation and expiry against its clock on every request. Only the
+// key's hash is a cache key: no token is kept.
 func (s *Service) apiKeyByHash(hash string) (keyAuth, error) {
+	a, err := s.keyByHash(hash)
+	if err != nil || a.err != nil {
+		return a, err
+	}
+	// A suspended organization's keys are refused, a platform operator's included: the key is the
+	// organization's. The organization is read again whenever an organization changed, so a suspension
+	// takes effect at the next request.
+	o, err := s.keyOrg(a.key.OrganizationID)
+	if err != nil {
+		return keyAuth{}, err
+	}
+	a.err = o.err
+	return a, nil
+}
+
+// orgAuth is why an organization's keys are refused (nil: they are not).
+type orgAuth struct{ err error }
+
+// keyOrg says why the organization's keys are refused now (nil: they are not): it no longer exists or it
+// is suspended. From the cache when no organization changed since it was read.
+func (s *Service) keyOrg(orgID string) (orgAuth, error) {
+	version := store.Organizations.Version(s.db)
+	if o, ok := s.orgCache.Get(orgID, version); ok {
+		return o, nil
+	}
+	var o orgAuth
+	err := s.db.View(func(tx *store.Tx) error {
+		switch org, err := store.Organizations.Get(tx, orgID); {
+		case errors.Is(err, store.ErrNotFound):
+			o.err = apperr.Unauthenticated("API key's organization no longer exists")
+		case err != nil:
+			o.err = apperr.Internal(err, "read the key's organization")
+		case org.SuspendedAt != nil:
+			o.err = Suspended(org)
+		}
+		return nil
+	})
+	if err != nil {
+		return orgAuth{}, err
+	}
+	if o.err == nil || apperr.KindOf(o.err) != apperr.KindInternal { // a failed read is not cached
+		s.orgCache.Put(orgID, version, o)
+	}
+	return o, nil
+}
+
+// keyByHash is the key filed under hash and its creator's rights (apiKeyByHash without the organization).
+func (s *Service) keyByHash(hash string) (keyAuth, error) {
 	version := s.authVersion()
 	if a, ok := s.keyCache.Get(hash, version); ok {
 		return a, nil
@@ -351,19 +400,6 @@ func (s *Service) apiKeyByHash(hash string) (keyAuth, error) {
 		a.principal = authz.Principal{AuthSource: authz.SourceAPIKey, OrganizationID: k.OrganizationID, UserID: k.CreatedByUserID,
 			ProjectID: k.ProjectID, APIKeyID: k.ID}
 		a.err = s.actAsCreator(tx, &a.principal, k)
-		// A suspended organization's keys are refused, a platform operator's included: the key is the
-		// organization's. The cache is keyed by the organizations' version too, so a suspension takes effect
-		// at the next request.
-		if a.err == nil {
-			switch org, err := store.Organizations.Get(tx, k.OrganizationID); {
-			case errors.Is(err, store.ErrNotFound):
-				a.err = apperr.Unauthenticated("API key's organization no longer exists")
-			case err != nil:
-				a.err = apperr.Internal(err, "read the key's organization")
-			case org.SuspendedAt != nil:
-				a.err = Suspended(org)
-			}
-		}
 		return nil
 	})
 	if err != nil {

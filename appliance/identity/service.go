@@ -65,6 +65,8 @@ type Service struct {
 	signIns signInBackoff
 	// keyCache holds API keys' principals by key hash (identity.go).
 	keyCache store.Cache[keyAuth]
+	// orgCache holds, by organization, why its keys are refused (suspended, deleted) or that they are not.
+	orgCache store.Cache[orgAuth]
 }
 
 // New returns the area built with its collaborators.
@@ -80,9 +82,11 @@ func (s *Service) passwordCost() int {
 }
 
 // authVersion sums the versions of the tables an API key's principal is read from (the key, its creator's
-// user record with the memberships and roles, the organizations): it changes whenever one of them does.
+// user record with the memberships and roles): it changes whenever one of them does. The key's
+// organization is checked apart (orgCache, by the organizations' version): a change of an organization's
+// name does not make every key's principal be read again.
 func (s *Service) authVersion() uint64 {
-	return store.APIKeys.Version(s.db) + store.Users.Version(s.db) + store.Organizations.Version(s.db)
+	return store.APIKeys.Version(s.db) + store.Users.Version(s.db)
 }
 
 func scopeStrings(s []api.Scope) []string {
