@@ -23,8 +23,9 @@ import (
 //
 //	<prefix>d/<bucket>/<key>   a bucket's values (#buckets and #sequences are buckets too: the buckets
 //	                           Open created, and each bucket's sequence)
-//	<prefix>v/<bucket>         written (empty) by every transaction that writes the bucket: its mod
-//	                           revision moves with every change of the bucket
+//	<prefix>v/<bucket>         written by every transaction that writes the bucket: its mod revision
+//	                           moves with every change of the bucket; its value names the keys the
+//	                           transaction wrote (etcdChangedKeys), or is empty (too many, a range deleted)
 //
 // A read-write transaction is optimistic and serializable: its reads are at the revision of its first
 // read; its writes are buffered (it reads them back, its cursors too) and sent at commit in one Txn whose
@@ -171,7 +172,14 @@ func (e *etcdKV) watch(db *DB, rev int64) {
 			}
 			for _, ev := range resp.Events {
 				e.saw(ev.Kv.ModRevision) // first: a table's version moved says seen did
-				e.values.written(string(ev.Kv.Key[len(e.prefix)+len("v/"):]), ev.Kv.ModRevision)
+				bucket := string(ev.Kv.Key[len(e.prefix)+len("v/"):])
+				if keys, ok := etcdChangedKeys(ev.Kv.Value); ok {
+					for _, k := range keys {
+						e.values.changed(bucket, e.prefix+"d/"+bucket+"/"+k, ev.Kv.ModRevision)
+					}
+				} else {
+					e.values.written(bucket, ev.Kv.ModRevision)
+				}
 				e.noteVersion(db, ev.Kv.Key, ev.Kv.ModRevision)
 				rev = ev.Kv.ModRevision + 1
 			}
@@ -422,8 +430,12 @@ func (t *etcdTx) commit() (int64, error) {
 			ops = append(ops, clientv3.OpDelete(t.dataKey(b, []byte(s.from)), clientv3.WithRange(t.dataKey(b, []byte(s.to)))))
 		}
 	}
-	for b := range t.written {
-		ops = append(ops, clientv3.OpPut(t.kv.prefix+"v/"+b, ""))
+	for b, l := range t.written {
+		var keys []byte
+		if len(t.spans[b]) == 0 && len(l.keys) <= etcdChangedMax {
+			keys = etcdChangedValue(l.keys)
+		}
+		ops = append(ops, clientv3.OpPut(t.kv.prefix+"v/"+b, string(keys)))
 	}
 	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
 	defer cancel()

@@ -1,0 +1,87 @@
+package store
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestEtcdChangedKeys(t *testing.T) {
+	keys := []string{"a", "", "with\x00nul", string(make([]byte, 300))}
+	got, ok := etcdChangedKeys(etcdChangedValue(keys))
+	if !ok || !slices.Equal(got, keys) {
+		t.Fatalf("round trip of %q: %q %v", keys, got, ok)
+	}
+	for _, v := range [][]byte{nil, {}, {5, 'a'}, {0x80}} {
+		if keys, ok := etcdChangedKeys(v); ok {
+			t.Errorf("%q reads as keys %q", v, keys)
+		}
+	}
+}
+
+// Another client's commit drops, from what this process knows (etcdKV.values), the values of the keys it
+// wrote only (its version key names them); an empty version key value (an older appliance's) drops the
+// bucket's.
+func TestEtcdKnownValuesFollowOthersCommits(t *testing.T) {
+	etcdServer(t)
+	prefix := newEtcdPrefix()
+	open := func() *DB {
+		db, err := OpenEtcd(testEtcd.client, prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	a, b := open(), open()
+	put := func(db *DB, kv ...string) {
+		t.Helper()
+		if err := db.Update(func(tx *Tx) error {
+			if err := ScheduledBackups.Put(tx, &ScheduledBackup{ID: "sb", ProjectID: "p"}); err != nil { // a table: its version says when b saw it
+				return err
+			}
+			for i := 0; i < len(kv); i += 2 {
+				if err := tx.SetMeta(kv[i], kv[i+1]); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sawA := func() {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for want := ScheduledBackups.Version(a); ScheduledBackups.Version(b) < want; {
+			select {
+			case <-b.Changes():
+			case <-ctx.Done():
+				t.Fatal("b's watch never brought a's commit")
+			}
+		}
+	}
+	known := func(key string) bool {
+		_, ok := b.etcd.values.get(string(bucketMeta), b.etcd.prefix+"d/"+string(bucketMeta)+"/"+key)
+		return ok
+	}
+	put(b, "k1", "1", "k2", "2")
+	if !known("k1") || !known("k2") {
+		t.Fatal("b does not know the values it committed")
+	}
+	put(a, "k1", "10")
+	sawA()
+	if known("k1") || !known("k2") {
+		t.Fatalf("after a's write of k1, b knows k1 %v (want false), k2 %v (want true)", known("k1"), known("k2"))
+	}
+	if _, err := testEtcd.client.Put(context.Background(), prefix+"v/"+string(bucketMeta), ""); err != nil { // an older appliance's commit
+		t.Fatal(err)
+	}
+	put(a)
+	sawA()
+	if known("k2") {
+		t.Fatal("after a version key written empty, b still knows k2")
+	}
+}
