@@ -330,7 +330,7 @@ func (s *Service) audit(tx *store.Tx, p *Principal, action, orgID, projectID str
 		}
 		md = b
 	}
-	return store.AuditEvents.Put(tx, &store.AuditEvent{
+	return store.AuditEvents.Insert(tx, &store.AuditEvent{ // a new ID: not read first (etcd)
 		ID: ids.New("aud"), Action: action, ActorKind: kind, ActorID: id,
 		OrganizationID: orgID, ProjectID: projectID, Metadata: md, CreatedAt: s.now(),
 	})

@@ -555,15 +555,7 @@ func (b etcdBucket) Get(key []byte) []byte {
 		// A read-write transaction's first attempt: what this process knows of the key will do (the
 		// commit proves it current).
 		if known, ok := t.kv.values.get(b.name, k); ok {
-			t.stale = true
-			t.noteRead(b.name, k, known.v, known.mod)
-			if t.known == nil {
-				t.known = map[string]map[string]int64{}
-			}
-			if t.known[b.name] == nil {
-				t.known[b.name] = map[string]int64{}
-			}
-			t.known[b.name][k] = known.mod
+			t.noteKnown(b.name, k, known.v, known.mod)
 			return known.v
 		}
 	}
@@ -577,8 +569,41 @@ func (b etcdBucket) Get(key []byte) []byte {
 		v, mod = nonNil(resp.Kvs[0].Value), resp.Kvs[0].ModRevision
 	}
 	t.noteRead(b.name, k, v, mod)
-	t.kv.values.put(b.name, k, etcdValue{v: v, mod: mod, at: t.rev})
+	if t.writable { // what read-write transactions read (not every View's: a walk of many records)
+		t.kv.values.put(b.name, k, etcdValue{v: v, mod: mod, at: t.rev})
+	}
 	return v
+}
+
+// noteKnown notes a read of k answered without etcd (v, mod: what the process knows of it): the commit
+// must prove it current, even in a bucket walked.
+func (t *etcdTx) noteKnown(bucket, k string, v []byte, mod int64) {
+	t.stale = true
+	t.noteRead(bucket, k, v, mod)
+	if t.known == nil {
+		t.known = map[string]map[string]int64{}
+	}
+	if t.known[bucket] == nil {
+		t.known[bucket] = map[string]int64{}
+	}
+	t.known[bucket][k] = mod
+}
+
+// assumeAbsent: the first attempt of a read-write transaction takes the bucket's key as absent without
+// reading it (a record with a new ID: Table.Insert); the commit's compare proves it (mod revision 0).
+func (t *etcdTx) assumeAbsent(bucket []byte, key string) {
+	b := string(bucket)
+	if !t.serializable || t.ranged[b] || len(t.reads[b]) >= etcdManyReads {
+		return
+	}
+	k := t.dataKey(b, []byte(key))
+	if _, ok := t.writes[k]; ok {
+		return
+	}
+	if _, ok := t.cache[k]; ok || t.inSpan(b, []byte(key)) {
+		return
+	}
+	t.noteKnown(b, k, nil, 0)
 }
 
 // noteRead keeps the value read at k (nil: absent) and that the commit must prove it unchanged (its mod
@@ -636,7 +661,6 @@ func (t *etcdTx) prefetch(bucket []byte, keys []string) {
 				v, mod = nonNil(kvs[0].Value), kvs[0].ModRevision
 			}
 			t.noteRead(string(bucket), todo[i], v, mod)
-			t.kv.values.put(string(bucket), todo[i], etcdValue{v: v, mod: mod, at: t.rev})
 		}
 		todo = todo[n:]
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -84,4 +85,40 @@ func TestEtcdKnownValuesFollowOthersCommits(t *testing.T) {
 	if known("k2") {
 		t.Fatal("after a version key written empty, b still knows k2")
 	}
+}
+
+// Insert adds a record of a new ID, and refuses (ErrExists) one whose ID the table holds, leaving it as it
+// was: on etcd the first attempt takes the key as absent without reading it, and its commit's compare finds
+// it there (the transaction runs again, reads it, and refuses).
+func TestInsert(t *testing.T) {
+	onBackends(t, func(t *testing.T, db *DB) {
+		ev := &AuditEvent{ID: "aud1", Action: "first", OrganizationID: "o1"}
+		if err := db.Update(func(tx *Tx) error { return AuditEvents.Insert(tx, ev) }); err != nil {
+			t.Fatal(err)
+		}
+		runs := 0
+		err := db.Update(func(tx *Tx) error {
+			runs++
+			return AuditEvents.Insert(tx, &AuditEvent{ID: "aud1", Action: "second", OrganizationID: "o2"})
+		})
+		if !errors.Is(err, ErrExists) {
+			t.Fatalf("insert of an ID the table holds: %v, want ErrExists", err)
+		}
+		if db.etcd != nil && runs != 2 {
+			t.Errorf("on etcd the insert ran %d times, want 2 (taken as absent, then read)", runs)
+		}
+		if err := db.View(func(tx *Tx) error {
+			got, err := AuditEvents.Get(tx, "aud1")
+			if err != nil || got.Action != "first" {
+				t.Errorf("the record after the refused insert: %+v, %v", got, err)
+			}
+			n, err := AuditEvents.Count(tx, AuditEventsByOrg, "o2")
+			if err != nil || n != 0 {
+				t.Errorf("the refused insert left %d index entries (%v)", n, err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
