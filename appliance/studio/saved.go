@@ -83,7 +83,7 @@ func (s *Service) CreateSavedQuery(ctx context.Context, p *authz.Principal, proj
 		now := s.now()
 		q := &store.SavedQuery{ID: ids.New("sq"), OrganizationID: prj.OrganizationID, ProjectID: prj.ID, Name: name, SQL: *req.SQL,
 			CreatedBy: actor, UpdatedBy: actor, CreatedAt: now, UpdatedAt: now}
-		if err := store.SavedQueries.Put(tx, q); err != nil {
+		if err := store.SavedQueries.Insert(tx, q); err != nil {
 			return err
 		}
 		out = &api.SavedQueryResponse{SavedQuery: wireSaved(q)}
