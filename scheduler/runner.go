@@ -787,7 +787,7 @@ func (r *Runner) execute(j *store.Job, term lease.Term) {
 	}
 	if term.Ctx.Err() != nil { // the lease was lost as the claim committed: the handler never ran
 		log.Warn("job claimed as this node lost its cluster lease; released", "err", context.Cause(term.Ctx))
-		r.releaseLogged(j, log)
+		r.releaseUnrun(j, log)
 		return
 	}
 	if r.clustered { // the claim stands only if the lease it was made under still does
@@ -796,7 +796,7 @@ func (r *Runner) execute(j *store.Job, term lease.Term) {
 		cancel()
 		if err != nil {
 			log.Warn("job claimed under a lease no longer live (or not confirmed); released", "err", err)
-			r.releaseLogged(j, log)
+			r.releaseUnrun(j, log)
 			return
 		}
 	}
@@ -903,16 +903,32 @@ func (r *Runner) interrupted(j *store.Job, log *slog.Logger) {
 
 // release puts a job whose handler Stop interrupted back to pending, giving back its attempt.
 func (r *Runner) release(j *store.Job) error {
+	return r.releaseWith(j, msgStopped)
+}
+
+// releaseWith is release recording msg as the job's error ("": the error it had when claimed).
+func (r *Runner) releaseWith(j *store.Job, msg string) error {
 	_, err := r.settle(j, func(cur *store.Job, now time.Time) {
 		cur.State, cur.RunAfter = StatePending, now
 		cur.Attempts = max(cur.Attempts-1, 0)
-		cur.Error, cur.RetryClassification = msgStopped, ClassTransient
+		if msg != "" {
+			cur.Error = msg
+		}
+		cur.RetryClassification = ClassTransient
 	})
 	return err
 }
 
 func (r *Runner) releaseLogged(j *store.Job, log *slog.Logger) {
 	if err := r.release(j); err != nil {
+		log.Error("release job", "err", err)
+	}
+}
+
+// releaseUnrun releases a claim whose handler never ran (made as the node's lease ended): the job keeps
+// the error of its last attempt, which says why it is retried.
+func (r *Runner) releaseUnrun(j *store.Job, log *slog.Logger) {
+	if err := r.releaseWith(j, ""); err != nil {
 		log.Error("release job", "err", err)
 	}
 }
