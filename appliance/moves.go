@@ -369,7 +369,10 @@ func (h moveHost) WALSince(ctx context.Context, projectID, lsn string) (int64, e
 
 func (h moveHost) TakeBackup(ctx context.Context, run *scheduler.Run, projectID, label string) (string, error) {
 	s := h.s
-	prj, inst, err := s.loadProject(projectID)
+	if _, err := s.dataPlane(); err != nil {
+		return "", err
+	}
+	prj, inst, err := h.local(projectID) // its directory here (a record a move rebuilt names the target's)
 	if err != nil {
 		return "", err
 	}

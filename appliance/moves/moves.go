@@ -258,7 +258,8 @@ func (s *Service) live(ctx context.Context) (map[string]bool, error) {
 
 // Check says why prj cannot move to node now (nil: it can): node unknown (400), the node it is on, a
 // node without a lease or not active, a project not active, a target without a free port pair, no
-// off-machine backup store or no base backup in it, a move already running (409).
+// off-machine backup store or the project's WAL not archived in it, a move already running (409). A
+// project without a base backup may move: the move takes one first.
 func (s *Service) Check(tx *store.Tx, prj *store.Project, node string, live map[string]bool) error {
 	from := store.ProjectNode(tx, prj)
 	target, err := store.Nodes.Get(tx, node)
@@ -285,8 +286,12 @@ func (s *Service) Check(tx *store.Tx, prj *store.Project, node string, live map[
 	if !s.backupObjects {
 		return apperr.Conflict("no off-machine backup store (up --backup-store): a move carries the project's data through it (its base backup and WAL archive), so without one no project can move between nodes")
 	}
-	if !hasBackup(tx, prj.ID) {
-		return apperr.Conflict("project %s has no completed base backup in the backup store: the target rebuilds it from one; take a backup first (POST /v1/projects/%s/backups)", prj.ID, prj.ID)
+	// No base backup yet is no refusal: the move takes one first (freshBackupNeeded). Without the WAL
+	// archive the target could not replay what the project wrote since that backup.
+	if inst, err := store.Instances.Get(tx, prj.PrimaryInstanceID); err == nil && inst.WALArchiveOff {
+		return apperr.Conflict("project %s's WAL is not archived in the backup store (archiving is off): the target replays the project's writes from that archive, so it cannot move", prj.ID)
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	rooms, err := s.host.Rooms(tx, live)
 	if err != nil {
@@ -301,20 +306,6 @@ func (s *Service) Check(tx *store.Tx, prj *store.Project, node string, live map[
 		}
 	}
 	return apperr.Conflict("node %s has no room measure (not active, or holds no lease)", node)
-}
-
-// hasBackup tells whether the project has a completed base backup.
-func hasBackup(tx *store.Tx, projectID string) bool {
-	bs, err := store.Backups.Lookup(tx, store.BackupsByProject, projectID, store.Query{})
-	if err != nil {
-		return false
-	}
-	for _, b := range bs {
-		if b.State == api.BackupCompleted && b.VerificationState != api.VerificationFailed {
-			return true
-		}
-	}
-	return false
 }
 
 // enqueue enqueues prj's move to node (on its node) and marks it running.

@@ -55,6 +55,11 @@ func setup(t *testing.T, backupStore bool) (*moves.Service, *store.DB, *store.Pr
 		if err := store.Projects.Put(tx, &store.Project{ID: "prj_b", State: api.ProjectActive, NodeID: "n3"}); err != nil {
 			return err
 		}
+		for _, in := range []*store.Instance{{ID: "ins_a", ProjectID: prj.ID}, {ID: "ins_off", ProjectID: prj.ID, WALArchiveOff: true}} {
+			if err := store.Instances.Put(tx, in); err != nil {
+				return err
+			}
+		}
 		return store.Backups.Put(tx, &store.Backup{ID: "bak_a", ProjectID: prj.ID, State: api.BackupCompleted, CreatedAt: time.Now()})
 	})
 	if err != nil {
@@ -71,13 +76,19 @@ func check(t *testing.T, s *moves.Service, db *store.DB, prj *store.Project, nod
 	return err
 }
 
-// TestCheck: each reason a move is refused, with its kind (400 for an unknown node, 409 otherwise), and a
-// move that may go.
+// TestCheck: each reason a move is refused, with its kind (400 for an unknown node, 409 otherwise), and
+// moves that may go (one of a project without a base backup: the move takes one).
 func TestCheck(t *testing.T) {
 	live := map[string]bool{"n1": true, "n2": true, "n3": true, "n4": true}
 	s, db, prj := setup(t, true)
 	if err := check(t, s, db, prj, "n2", live); err != nil {
 		t.Fatalf("a move to n2: %v", err)
+	}
+	// A project without a base backup may move (the move takes one first).
+	nb := *prj
+	nb.ID = "prj_c"
+	if err := check(t, s, db, &nb, "n2", live); err != nil {
+		t.Fatalf("a move of a project without a backup: %v", err)
 	}
 	for _, c := range []struct {
 		name, node string
@@ -93,7 +104,7 @@ func TestCheck(t *testing.T) {
 		{"target joining", "n4", live, nil, apperr.KindConflict, "not alive (state joining"},
 		{"target full", "n3", live, nil, apperr.KindConflict, "no free pair of ports"},
 		{"project suspended", "n2", live, func(p store.Project) *store.Project { p.RuntimeStatus = api.RuntimeSuspended; return &p }, apperr.KindConflict, "only an active, running project"},
-		{"no backup", "n2", live, func(p store.Project) *store.Project { p.ID = "prj_c"; return &p }, apperr.KindConflict, "no completed base backup"},
+		{"WAL archiving off", "n2", live, func(p store.Project) *store.Project { p.PrimaryInstanceID = "ins_off"; return &p }, apperr.KindConflict, "archiving is off"},
 	} {
 		p := prj
 		if c.prj != nil {
