@@ -23,9 +23,14 @@ import (
 )
 
 // moveCluster is three nodes on 127.0.0.1-3 sharing a bucket as the backup store, each naming its own
-// address in its projects' URLs (--public-host), and a project on node 1 with a base backup and rows.
+// address in its projects' URLs (--public-host), a project on node 1 with a base backup and rows, and a
+// second one there with rows and no backup.
 type moveCluster struct {
 	bin, admin, password, prj, inst, sum string
+	// unbacked is a second project on node 1, with rows and never backed up; unbackedSum its rows' checksum.
+	unbacked, unbackedInst, unbackedSum string
+	// env1 and flags1 start node 1 again (after a SIGKILL).
+	env1, flags1 []string
 	// marker is the file node 3 (a test build held at the move-standby and move-staged steps) appends
 	// "<job> <step>" to when a move-in's staged standby runs there, and when it caught up.
 	marker string
@@ -59,6 +64,13 @@ func newMoveCluster(t *testing.T) *moveCluster {
 	}
 	e2eSQL(t, conn.DirectURL, false, "INSERT INTO kept SELECT g, 'after the backup '||g FROM generate_series(501, 1500) g")
 	sum := recoverChecksum(t, conn.DirectURL)
+	unbacked := a1.e2eProvision(t, admin, "unbacked")
+	unbackedConn := a1.connections(t, admin, unbacked)
+	e2eSQL(t, unbackedConn.DirectURL, false, "CREATE TABLE kept (id int PRIMARY KEY, note text NOT NULL)",
+		"INSERT INTO kept SELECT g, 'never backed up '||g FROM generate_series(1, 800) g",
+		"CREATE TABLE written (id int PRIMARY KEY)")
+	unbackedSum := recoverChecksum(t, unbackedConn.DirectURL)
+	unbackedInst := a1.project(t, admin, unbacked).PrimaryInstanceID
 	a1.stop(t, syscall.SIGTERM)
 	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], bk.env, node1)}
@@ -77,7 +89,9 @@ func newMoveCluster(t *testing.T) *moveCluster {
 		t.Fatalf("cluster nodes: %+v", nodes)
 	}
 	procs[1].waitRuntime(t, admin, prj, "active")
-	return &moveCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum, marker: marker, dirs: dirs, nodes: nodes, procs: procs}
+	return &moveCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum,
+		unbacked: unbacked, unbackedInst: unbackedInst, unbackedSum: unbackedSum, env1: bk.env, flags1: node1,
+		marker: marker, dirs: dirs, nodes: nodes, procs: procs}
 }
 
 // writer inserts rows into the project's table written through its pooled URL, one per transaction,
@@ -209,13 +223,19 @@ func pooledURL(ctx context.Context, p *e2eProc, key, prj string) (string, error)
 // (instances/<id>.moved-*) with no server of it running. appliance cluster remove-node of node 2 (which
 // hosts the project now) with the project suspended refuses before anything moves and removes nothing;
 // with it active again it drains node 2 — the project moves to another node, its rows intact — and
-// removes it.
+// removes it. First of all, a project never backed up moves to node 3 through a crash of its source
+// (moveUnbackedThroughACrash).
 func TestClusterMove(t *testing.T) {
 	t.Parallel()
 	c := newMoveCluster(t)
 	a2, admin, prj := c.procs[1], c.admin, c.prj
 	sess := operatorSession(t, a2, c.password)
 	move := "/v1/projects/" + prj + "/move"
+
+	// First (the appliance takes a first base backup of a project without one within a minute, and not of
+	// one being moved): the project never backed up moves through a crash of its source.
+	c.moveUnbackedThroughACrash(t, sess)
+	a2.waitRuntime(t, admin, prj, "active")
 
 	// Refused: nothing changes.
 	a2.do(t, admin, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusForbidden, nil)
@@ -241,10 +261,11 @@ func TestClusterMove(t *testing.T) {
 	// after starting it) leaves the project serving on node 1 (same URL, its rows there, nothing kept
 	// aside) and nothing of the staged copy on node 3.
 	during := w.ackedThrough("127.0.0.1")
+	heldBefore := c.held("move-standby")
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
 	e2eEventually(t, 2*time.Minute, "node 3's staged standby running", func() (bool, string) {
-		data, _ := os.ReadFile(c.marker)
-		return strings.Contains(string(data), " move-standby"), string(data)
+		n := c.held("move-standby")
+		return n > heldBefore, fmt.Sprint(n)
 	})
 	stages, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*"))
 	if len(stages) != 1 {
@@ -280,17 +301,18 @@ func TestClusterMove(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+"*")); len(left) != 0 {
 		t.Fatalf("a failed staging left on node 3: %v", left)
 	}
-	if left := e2eProcsUnder(filepath.Join(c.dirs[2], "instances")); len(left) > 0 {
+	if left := e2eProcsUnder(filepath.Join(c.dirs[2], "instances", c.inst)); len(left) > 0 {
 		t.Fatalf("a failed staging left processes on node 3: %v", left)
 	}
 
 	// A move whose cutover fails on the target (node 3's staged standby killed once it caught up, so the
 	// source pauses and then the target cannot promote it) puts the project back on node 1: it serves
 	// there again, every acknowledged row there, nothing left on node 3.
+	heldBefore = c.held("move-staged")
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
 	e2eEventually(t, 2*time.Minute, "node 3's staged standby caught up", func() (bool, string) {
-		data, _ := os.ReadFile(c.marker)
-		return strings.Contains(string(data), " move-staged"), string(data)
+		n := c.held("move-staged")
+		return n > heldBefore, fmt.Sprint(n)
 	})
 	stages, _ = filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*"))
 	if len(stages) != 1 {
@@ -372,7 +394,7 @@ func TestClusterMove(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.dirs[0], "instances", c.inst)); err == nil {
 		t.Fatalf("node 1 kept instances/%s in place", c.inst)
 	}
-	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances")); len(left) > 0 {
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
 		t.Fatalf("node 1 runs processes of the moved project: %v", left)
 	}
 
@@ -403,6 +425,75 @@ func TestClusterMove(t *testing.T) {
 	checkRows(t, conn3.DirectURL, acked)
 	if got := recoverChecksum(t, conn3.DirectURL); got != c.sum {
 		t.Fatalf("rows after the drain: checksum %s, want %s", got, c.sum)
+	}
+
+}
+
+// held is how many times node 3 held a move-in at step.
+func (c *moveCluster) held(step string) int {
+	data, _ := os.ReadFile(c.marker)
+	return strings.Count(string(data), " "+step+"\n")
+}
+
+// moveUnbackedThroughACrash: the project that never had a base backup moves from node 1 to node 3 (the
+// move takes a fresh base backup first), and node 1, its source, is SIGKILLed while node 3 stages it (a
+// test build's hold at move-standby) and started again: the move job's retry goes on from where it was
+// and completes. Every row of before and every row acknowledged through the pooled URL throughout is on
+// node 3, the result names the fresh backup, node 1 keeps its directory aside and runs nothing of it.
+func (c *moveCluster) moveUnbackedThroughACrash(t *testing.T, sess string) {
+	a3, admin, prj := c.procs[2], c.admin, c.unbacked
+	w := startWriter(a3, admin, prj)
+	e2eEventually(t, time.Minute, "rows written into the unbacked project through node 1's pooled URL", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.1")
+		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	heldBefore := c.held("move-standby")
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	a3.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 3*time.Minute, "node 3's staged standby of the unbacked project running", func() (bool, string) {
+		n := c.held("move-standby")
+		return n > heldBefore, fmt.Sprint(n)
+	})
+	c.procs[0].stop(t, syscall.SIGKILL)
+	c.procs[0] = e2eStartWith(t, c.bin, c.dirs[0], c.env1, c.flags1)
+	j := waitJobFor(t, a3, admin, started.Job.ID, restoreDeadline)
+	if j.State != "completed" {
+		w.finish()
+		t.Fatalf("the move whose source was killed while staging: %s %q (attempts %d)", j.State, j.Error, j.Attempts)
+	}
+	var res struct {
+		ToNode      string `json:"to_node"`
+		FreshBackup string `json:"fresh_backup"`
+	}
+	if err := json.Unmarshal(j.Result, &res); err != nil || res.ToNode != c.nodes[2].ID || res.FreshBackup == "" {
+		t.Fatalf("the unbacked project's move result: %v %s", err, j.Result)
+	}
+	t.Logf("the unbacked project moved through its source's crash (attempts %d): %s", j.Attempts, j.Result)
+	e2eEventually(t, time.Minute, "rows written through node 3's pooled URL", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.3")
+		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	acked, errs := w.finish()
+	t.Logf("writer of the unbacked project: %d rows acknowledged, %d errors", len(acked), errs)
+	conn := a3.connections(t, admin, prj)
+	if pu, err := url.Parse(conn.DirectURL); err != nil || pu.Hostname() != "127.0.0.3" {
+		t.Fatalf("URL after the move: %v %s, want node 3's host", err, e2eRedact(conn.DirectURL))
+	}
+	checkRows(t, conn.DirectURL, acked)
+	if got := recoverChecksum(t, conn.DirectURL); got != c.unbackedSum {
+		t.Fatalf("the unbacked project's rows on node 3: checksum %s, want %s", got, c.unbackedSum)
+	}
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.unbackedInst+".moved-*"))
+	if len(aside) != 1 {
+		t.Fatalf("instances/%s.moved-* on node 1: %v, want one", c.unbackedInst, aside)
+	}
+	if left := e2eProcsUnder(aside[0]); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of the moved project: %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.unbackedInst+".stage-*")); len(left) != 0 {
+		t.Fatalf("staged copies left on node 3: %v", left)
 	}
 }
 

@@ -425,7 +425,7 @@ func TestBucketRetentionAndTamperedObject(t *testing.T) {
 
 // TestBucketFirstBackup: with a bucket, the scheduled-backups run takes a first base backup of an active
 // project that has none (the machine's loss would lose a project never backed up), once; a preview gets
-// none.
+// none, nor a project being moved (its move takes one).
 func TestBucketFirstBackup(t *testing.T) {
 	t.Parallel()
 	e, p, _, _ := bucketEnv(t)
@@ -433,6 +433,18 @@ func TestBucketFirstBackup(t *testing.T) {
 	prj := provision(t, e, p, "never backed up", "development")
 	pv, err := e.Svc.Previews().Create(ctx, p, prj.ID, &appliance.CreatePreviewRequest{Name: "no backup"})
 	waitPreview(t, e, pv, err)
+	// Not while the project is being moved (the move takes its own first).
+	moving := func(job string) {
+		t.Helper()
+		if err := e.DB.Update(func(tx *store.Tx) error { return tx.SetMeta("move/"+prj.ID, job) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moving("job_moving")
+	if res, err := e.Svc.Backups().RunScheduled(ctx, time.Now()); err != nil || res.First != 0 {
+		t.Fatalf("a run while the project is being moved: %+v %v", res, err)
+	}
+	moving("")
 	res, err := e.Svc.Backups().RunScheduled(ctx, time.Now())
 	if err != nil || res.First != 1 || res.Enqueued != 0 {
 		t.Fatalf("the first run: %+v %v", res, err)

@@ -290,13 +290,19 @@ const (
 	FirstBackupRetry = time.Hour
 )
 
+// movingMeta keys, in the store's meta, a running move of a project (appliance/moves' metaPrefix).
+const movingMeta = "move/"
+
 // enqueueFirstBackups enqueues a backup.create (label "first") for every active project — not a preview,
-// not an unclaimed ephemeral database — that has no backup pending, running or completed, and whose last
-// failed one (if any) failed more than FirstBackupRetry ago; each in its own transaction, checked again
-// there.
+// not an unclaimed ephemeral database, not one being moved to another node (the move takes its own first:
+// appliance/moves) — that has no backup pending, running or completed, and whose last failed one (if any)
+// failed more than FirstBackupRetry ago; each in its own transaction, checked again there.
 func (s *Service) enqueueFirstBackups(now time.Time) (int, error) {
 	needs := func(tx *store.Tx, prj *store.Project) (bool, error) {
 		if prj.State != api.ProjectActive || prj.PrimaryInstanceID == "" || prj.PreviewOf != "" || (prj.Ephemeral && prj.ClaimedAt == nil) {
+			return false, nil
+		}
+		if tx.Meta(movingMeta+prj.ID) != "" {
 			return false, nil
 		}
 		if suspended, err := store.Suspended(tx, prj.OrganizationID); err != nil || suspended {
