@@ -1,13 +1,13 @@
 // Package moves moves a project from its cluster node to another one (POST /v1/projects/{id}/move) and
 // drains a node of its projects before it is removed (appliance cluster remove-node). The data travels
 // through the off-machine backup store. First, while the source still serves, the target stages a copy:
-// the newest base backup (a fresh one taken first when there is none or it is old) restored and started as a standby of the
-// WAL archive, caught up with a WAL switch the source archived. Then the pause: on the source the
-// project's writes stop (pooler stopped, server fenced), its last WAL is archived and its server stops;
-// the target's standby replays that last segment, is promoted and becomes the project's instance there
-// (nodeloss's rebuild, from the staged copy), and opens. The source keeps its directory aside
-// (instances/<id>.moved-<time>, never deleted). A failure before the pause removes the staged copy and
-// leaves the source serving; one after puts the records back and the source serves again. The two jobs
+// the newest base backup (a fresh one taken first when there is none or it is old) restored and started as
+// a standby of the WAL archive, caught up with a WAL switch the source archived. Then the pause: on the
+// source the project's writes stop (pooler stopped, server fenced), its last WAL is archived and its
+// server stops; the target's standby replays that last segment, is promoted and becomes the project's
+// instance there (nodeloss's rebuild, from the staged copy), and opens. The source keeps its directory
+// aside (instances/<id>.moved-<time>, never deleted). A failure before the pause removes the staged copy
+// and leaves the source serving; one after puts the records back and the source serves again. The two jobs
 // talk through the store's meta (stagePrefix, cutoverPrefix). The rest of the domain only through Host
 // (the root's moveHost).
 package moves
