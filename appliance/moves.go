@@ -199,9 +199,12 @@ func (h moveHost) Step(ctx context.Context, jobID, step string) { h.s.jobStep(ct
 func (h moveHost) SetRuntime(projectID, status string) { h.s.setRuntime(projectID, status) }
 
 // stagingRecord is the project's instance record as it will be on this node (its directory here, the
-// installation of its major here), and its admin password.
+// installation of its major here), and its admin password (the data plane readied first).
 func (h moveHost) stagingRecord(projectID string) (*store.Instance, string, error) {
 	s := h.s
+	if _, err := s.dataPlane(); err != nil {
+		return nil, "", err
+	}
 	_, inst, err := s.loadProject(projectID)
 	if err != nil {
 		return nil, "", err
@@ -228,9 +231,6 @@ func (h moveHost) stagingRecord(projectID string) (*store.Instance, string, erro
 
 func (h moveHost) Stage(ctx context.Context, projectID, key string) (string, error) {
 	s := h.s
-	if _, err := s.dataPlane(); err != nil {
-		return "", err
-	}
 	inst, pw, err := h.stagingRecord(projectID)
 	if err != nil {
 		return "", err
@@ -254,9 +254,6 @@ func (h moveHost) Stage(ctx context.Context, projectID, key string) (string, err
 }
 
 func (h moveHost) StagedReplay(ctx context.Context, projectID, key string) (string, error) {
-	if _, err := h.s.dataPlane(); err != nil {
-		return "", err
-	}
 	inst, pw, err := h.stagingRecord(projectID)
 	if err != nil {
 		return "", err
@@ -265,9 +262,6 @@ func (h moveHost) StagedReplay(ctx context.Context, projectID, key string) (stri
 }
 
 func (h moveHost) CheckpointStaged(ctx context.Context, projectID, key string) error {
-	if _, err := h.s.dataPlane(); err != nil {
-		return err
-	}
 	inst, pw, err := h.stagingRecord(projectID)
 	if err != nil {
 		return err
@@ -277,9 +271,6 @@ func (h moveHost) CheckpointStaged(ctx context.Context, projectID, key string) e
 
 func (h moveHost) PromoteStaged(ctx context.Context, projectID, key string, timeline int) (string, error) {
 	s := h.s
-	if _, err := s.dataPlane(); err != nil {
-		return "", err
-	}
 	inst, pw, err := h.stagingRecord(projectID)
 	if err != nil {
 		return "", err
@@ -295,9 +286,6 @@ func (h moveHost) PromoteStaged(ctx context.Context, projectID, key string, time
 }
 
 func (h moveHost) RebuildStaged(ctx context.Context, projectID, from, key, backupKey string) (*nodeloss.Rebuilt, error) {
-	if _, err := h.s.dataPlane(); err != nil {
-		return nil, err
-	}
 	inst, _, err := h.stagingRecord(projectID)
 	if err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/store"
@@ -126,6 +128,11 @@ func (m *Manager) StagedReplayLSN(ctx context.Context, inst *store.Instance, key
 		return "", err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	return replayLSN(ctx, conn)
+}
+
+// replayLSN is where the server conn is connected to has replayed WAL to ("" none yet).
+func replayLSN(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var lsn *string
 	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&lsn); err != nil {
 		return "", err
@@ -182,11 +189,11 @@ func (m *Manager) PromoteStaged(ctx context.Context, inst *store.Instance, key, 
 		return "", err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	var lsn *string
-	if err := conn.QueryRow(ctx, "SELECT pg_last_wal_replay_lsn()::text").Scan(&lsn); err != nil {
+	lsn, err := replayLSN(ctx, conn)
+	if err != nil {
 		return "", err
 	}
-	if lsn == nil {
+	if lsn == "" {
 		return "", errors.New("the staged standby replayed nothing")
 	}
 	if offArchive {
@@ -201,7 +208,7 @@ func (m *Manager) PromoteStaged(ctx context.Context, inst *store.Instance, key, 
 	if !promoted {
 		return "", errors.New("the staged standby was not promoted within 60 s")
 	}
-	return *lsn, nil
+	return lsn, nil
 }
 
 // StagedFill is a fill (CloneSpec.Fill) that hands the staged copy's data directory over: its server
