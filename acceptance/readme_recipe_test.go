@@ -36,8 +36,8 @@ func TestReadmeNodeRecipe(t *testing.T) {
 		section.WriteString("```ts\n" + string(b) + "```\n")
 	}
 	appliancetest.DocSection(t, "../README.md",
-		"<!-- node-recipe:begin (testdata/node-recipe/global-setup.ts and recipe.test.ts: UPDATE_DOCS=1 go test ./cmd -run TestReadmeNodeRecipe) -->\n",
-		"<!-- node-recipe:end -->\n", section.String(), "UPDATE_DOCS=1 go test ./cmd -run TestReadmeNodeRecipe")
+		"<!-- node-recipe:begin (testdata/node-recipe/global-setup.ts and recipe.test.ts: UPDATE_DOCS=1 go test ./acceptance -run TestReadmeNodeRecipe) -->\n",
+		"<!-- node-recipe:end -->\n", section.String(), "UPDATE_DOCS=1 go test ./acceptance -run TestReadmeNodeRecipe")
 
 	work := t.TempDir()
 	project := filepath.Join(work, "testdata", "node-recipe")
