@@ -299,18 +299,35 @@ func RemoveNode(ctx context.Context, c *clientv3.Client, db *store.DB, self, id 
 			return nil, fmt.Errorf("remove node %s's etcd member: %w", id, err)
 		}
 	}
-	if err := db.Update(func(tx *store.Tx) error {
-		// Its certificate is refused from now on (the nodes' mutual-TLS channel checks the list).
-		if node.CertSerial != "" && !store.PeerCertRevoked(tx, node.CertSerial) {
-			if err := tx.SetMeta(store.MetaRevokedPeerCerts, strings.TrimSpace(tx.Meta(store.MetaRevokedPeerCerts)+" "+node.CertSerial)); err != nil {
+	// The members just changed: the cluster may be electing its leader, and a commit then times out (its
+	// outcome unknown). The record's removal is tried again for 30 s (it is idempotent: a record already
+	// gone, by an attempt that did commit, is what it wants).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := db.Update(func(tx *store.Tx) error {
+			// Its certificate is refused from now on (the nodes' mutual-TLS channel checks the list).
+			if node.CertSerial != "" && !store.PeerCertRevoked(tx, node.CertSerial) {
+				if err := tx.SetMeta(store.MetaRevokedPeerCerts, strings.TrimSpace(tx.Meta(store.MetaRevokedPeerCerts)+" "+node.CertSerial)); err != nil {
+					return err
+				}
+			}
+			if err := store.Nodes.Delete(tx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
+			return nil
+		})
+		if err == nil {
+			return &node.Node, nil
 		}
-		return store.Nodes.Delete(tx, id)
-	}); err != nil {
-		return nil, fmt.Errorf("remove node %s's record (its etcd member is removed): %w", id, err)
+		if !errors.Is(err, store.ErrUnavailable) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("remove node %s's record (its etcd member is removed): %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("remove node %s's record (its etcd member is removed): %w", id, err)
+		case <-time.After(time.Second):
+		}
 	}
-	return &node.Node, nil
 }
 
 // Status is /status's cluster section: the members as this node's member knows them, the leader, and
