@@ -212,8 +212,8 @@ func (b bucketEnv) start(tb testing.TB, bin, dataDir string) (p *e2eProc, recove
 
 // recoverCmd is `appliance recover` into dir (its own port range) with keyFile, the bucket's flags and
 // args.
-func (b bucketEnv) recoverCmd(bin, dir, keyFile string, args ...string) *exec.Cmd {
-	c := exec.Command(bin, append(append([]string{"recover", "--data-dir", dir, "--pg-ports", e2ePorts(dir), "--recovery-key", keyFile}, b.flags()...), args...)...)
+func (b bucketEnv) recoverCmd(tb testing.TB, bin, dir, keyFile string, args ...string) *exec.Cmd {
+	c := exec.Command(bin, append(append([]string{"recover", "--data-dir", dir, "--pg-ports", e2ePorts(tb, dir), "--recovery-key", keyFile}, b.flags()...), args...)...)
 	c.Env = append(os.Environ(), b.env...)
 	return c
 }
@@ -221,7 +221,7 @@ func (b bucketEnv) recoverCmd(bin, dir, keyFile string, args ...string) *exec.Cm
 // recover runs recoverCmd to its end (killed after within) and returns its output.
 func (b bucketEnv) recover(tb testing.TB, within time.Duration, bin, dir, keyFile string, args ...string) (string, error) {
 	tb.Helper()
-	return runWithin(tb, b.recoverCmd(bin, dir, keyFile, args...), within)
+	return runWithin(tb, b.recoverCmd(tb, bin, dir, keyFile, args...), within)
 }
 
 const e2eManifests = "appl/meta/manifests/"

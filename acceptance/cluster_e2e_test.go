@@ -20,11 +20,11 @@ import (
 	"github.com/theappliance/appliance/appliance/appliancetest"
 )
 
-// clusterFlags are up's flags of a node on the loopback address host: its listeners there, its etcd
-// member's and join listener's ports free ones, no spare clusters (three appliances share the machine).
-func clusterFlags(host string) []string {
-	return []string{"--listen", host + ":0", "--spare-clusters", "0", "--advertise", host,
-		"--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0"}
+// clusterFlags are up's flags of the node on dataDir at the loopback address host: its listeners there,
+// its etcd member's and join listener's ports reserved ones (e2eNodePortFlags), no spare clusters (three
+// appliances share the machine).
+func clusterFlags(t testing.TB, host, dataDir string) []string {
+	return append([]string{"--listen", host + ":0", "--spare-clusters", "0", "--advertise", host}, e2eNodePortFlags(t, dataDir)...)
 }
 
 // runCLI runs the binary with args to its end and returns its standard output; it fails the test on an
@@ -159,7 +159,7 @@ func TestClusterOfThree(t *testing.T) {
 		t.Fatalf("bootstrap.json: %v", err)
 	}
 	before := a1.createKey(t, admin, boot.OrganizationID, "made-before-the-cluster")
-	refused := exec.Command(bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	refused := exec.Command(bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	if got, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(got), "needs the appliance stopped") {
 		t.Fatalf("cluster init of a running appliance: %v\n%s", err, got)
 	}
@@ -167,7 +167,7 @@ func TestClusterOfThree(t *testing.T) {
 		t.Fatal("a refused init left cluster.json")
 	}
 	a1.stop(t, syscall.SIGTERM)
-	out := runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	out := runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	e2eWants(t, "cluster init", out, "verified record by record", "meta.db.pre-cluster")
 	if _, err := os.Stat(filepath.Join(dirs[0], "meta.db")); !os.IsNotExist(err) {
 		t.Fatalf("meta.db is still in use after init (%v)", err)
@@ -182,11 +182,11 @@ func TestClusterOfThree(t *testing.T) {
 	procs := []*e2eProc{a1}
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		p := e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(host), "--join", tok))
+		p := e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(t, host, dirs[i+1]), "--join", tok))
 		procs = append(procs, p)
 		// The refusals: the token used, then one that expired, then one naming another CA.
 		dir := appliancetest.TraversableTempDir(t)
-		got := e2eRunFails(t, bin, dir, append([]string{"up"}, append(clusterFlags("127.0.0.4"), "--join", tok)...)...)
+		got := e2eRunFails(t, bin, dir, append([]string{"up"}, append(clusterFlags(t, "127.0.0.4", dir), "--join", tok)...)...)
 		e2eWants(t, "a join with a used token", got, "used already")
 	}
 	expired := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "1ms"))
@@ -205,7 +205,7 @@ func TestClusterOfThree(t *testing.T) {
 		{"foreign", foreign, "not of the cluster the join token names"},
 	} {
 		dir := appliancetest.TraversableTempDir(t)
-		got := e2eRunFails(t, bin, dir, append([]string{"up"}, append(clusterFlags("127.0.0.4"), "--join", c.token)...)...)
+		got := e2eRunFails(t, bin, dir, append([]string{"up"}, append(clusterFlags(t, "127.0.0.4", dir), "--join", c.token)...)...)
 		e2eWants(t, "a join with a token "+c.name, got, c.want)
 		if _, err := os.Stat(filepath.Join(dir, "cluster.json")); err == nil {
 			t.Errorf("a refused join (%s) left cluster.json", c.name)
@@ -323,7 +323,7 @@ func TestClusterOfThree(t *testing.T) {
 
 	// Node 2 started again on its data directory (no --join: it is a node already): the quorum is back,
 	// node 1 writes, and the key made on node 2 before it died still works there.
-	procs[1] = e2eStartWith(t, bin, dirs[1], nil, clusterFlags("127.0.0.2"))
+	procs[1] = e2eStartWith(t, bin, dirs[1], nil, clusterFlags(t, "127.0.0.2", dirs[1]))
 	k3 := a1.createKey(t, admin, boot.OrganizationID, "made-on-node-1-after-2-came-back")
 	procs[1].do(t, k3, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)
 	procs[1].do(t, k2, http.MethodGet, "/v1/organizations/"+boot.OrganizationID+"/api-keys", nil, http.StatusOK, nil)

@@ -40,11 +40,11 @@ func TestClusterForwarding(t *testing.T) {
 	admin := e2eAdminKey(t, dirs[0])
 	prj := a1.e2eProvision(t, admin, "forwarded")
 	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], nil, []string{"--spare-clusters", "0"})}
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(host), "--join", tok)))
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(t, host, dirs[i+1]), "--join", tok)))
 	}
 	var nodes []struct {
 		ID       string   `json:"id"`

@@ -14,11 +14,11 @@ var clusterHosts = []string{"127.0.0.1", "127.0.0.2", "127.0.0.3"}
 // node's environment. It returns the three nodes, running.
 func clusterOfThree(t testing.TB, bin string, dirs, env, node1Flags, joinFlags []string) []*e2eProc {
 	t.Helper()
-	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", clusterHosts[0], "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", clusterHosts[0]}, e2eNodePortFlags(t, dirs[0])...)...)
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], env, node1Flags)}
 	for i, host := range clusterHosts[1:] {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], env, append(append(clusterFlags(host), joinFlags...), "--join", tok)))
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], env, append(append(clusterFlags(t, host, dirs[i+1]), joinFlags...), "--join", tok)))
 	}
 	return procs
 }

@@ -602,7 +602,7 @@ func TestClusterLinearizableAPI(t *testing.T) {
 	waitOps(60, (victim+1)%3) // the others go on
 	t.Logf("leader with node %d down: node %d", victim+1, clusterLeader(t, watcher(victim), info)+1)
 	began := time.Now()
-	nodes.set(victim, e2eStartWith(t, bin, dirs[victim], nil, clusterFlags(clusterHosts[victim])))
+	nodes.set(victim, e2eStartWith(t, bin, dirs[victim], nil, clusterFlags(t, clusterHosts[victim], dirs[victim])))
 	t.Logf("node %d started again in %v (after %d operations)", victim+1, time.Since(began), h.done.Load())
 	waitOps(20, victim) // its clients are answered again
 

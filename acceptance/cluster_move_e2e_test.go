@@ -72,12 +72,12 @@ func newMoveCluster(t *testing.T) *moveCluster {
 	unbackedSum := recoverChecksum(t, unbackedConn.DirectURL)
 	unbackedInst := a1.project(t, admin, unbacked).PrimaryInstanceID
 	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], bk.env, node1)}
 	marker := filepath.Join(t.TempDir(), "marker")
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		flags := append(append(clusterFlags(host), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
+		flags := append(append(clusterFlags(t, host, dirs[i+1]), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
 		env := bk.env
 		if i == 1 { // node 3 holds its move-ins (at most 10 s each) once their staged standby runs, and once it caught up
 			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged", "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)

@@ -38,11 +38,11 @@ func TestClusterPlacement(t *testing.T) {
 	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
 	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", hosts[0], "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", hosts[0]}, e2eNodePortFlags(t, dirs[0])...)...)
 	a1 = e2eStartWith(t, bin, dirs[0], kvEnv(0), append([]string{"--spare-clusters", "0"}, hostFlags(0)...))
 	for i := 1; i < 3; i++ {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		e2eStartWith(t, bin, dirs[i], kvEnv(i), append(append(clusterFlags(hosts[i]), hostFlags(i)...), "--join", tok))
+		e2eStartWith(t, bin, dirs[i], kvEnv(i), append(append(clusterFlags(t, hosts[i], dirs[i]), hostFlags(i)...), "--join", tok))
 	}
 
 	nodes := clusterNodes(t, bin, dirs[0])

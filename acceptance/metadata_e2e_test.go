@@ -21,7 +21,7 @@ func e2eRunFails(t *testing.T, bin, dataDir string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), e2eDeadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append(args, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir))...)
+	cmd := exec.CommandContext(ctx, bin, append(args, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(t, dataDir))...)
 	cmd.Env = append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0")
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
@@ -250,7 +250,7 @@ func TestUpOlderMetadata(t *testing.T) {
 	c.stop(t, syscall.SIGTERM)
 
 	// Doctor, on the stopped appliance: the file opens; what differs from the disk is a warning.
-	cmd := exec.Command(bin, "doctor", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir),
+	cmd := exec.Command(bin, "doctor", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(t, dataDir),
 		"--kv-listen", "127.0.0.1:0", "--kv-rest-listen", "127.0.0.1:0")
 	doctor, _ := cmd.CombinedOutput()
 	e2eWants(t, "doctor after the older file was accepted", string(doctor), "warn  metadata", "does not match the data directory",

@@ -113,12 +113,12 @@ func newLossCluster(t *testing.T) *lossCluster {
 	prj := a1.e2eProvision(t, admin, "lost")
 	inst := a1.project(t, admin, prj).PrimaryInstanceID
 	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	a1 = e2eStartWith(t, bin, dirs[0], nil, node1Flags)
 	procs := []*e2eProc{a1}
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(host), "--join", tok)))
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(t, host, dirs[i+1]), "--join", tok)))
 	}
 	nodes := clusterNodes(t, bin, dirs[1])
 	if len(nodes) != 3 || nodes[0].Advertise != "127.0.0.1" || nodes[1].Advertise != "127.0.0.2" {
@@ -258,13 +258,13 @@ func newBucketCluster(t *testing.T, restoreAfter string) *bucketCluster {
 	cancel()
 
 	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, "cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1", "--etcd-client-port", "0", "--etcd-peer-port", "0", "--join-port", "0")
+	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	node1Flags := append([]string{"--spare-clusters", "0"}, common...)
 	a1 = e2eStartWith(t, bin, dirs[0], bk.env, node1Flags)
 	procs := []*e2eProc{a1}
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, append(append(clusterFlags(host), common...), "--join", tok)))
+		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, append(append(clusterFlags(t, host, dirs[i+1]), common...), "--join", tok)))
 	}
 	nodes := clusterNodes(t, bin, dirs[1])
 	if len(nodes) != 3 || nodes[1].Advertise != "127.0.0.2" {

@@ -218,7 +218,7 @@ func TestRecoverFromBucket(t *testing.T) {
 	// on), then, rerun, by SIGKILL (its servers left running, as when the machine goes with it).
 	startPaused := func(pause int) (*exec.Cmd, *e2eBuffer, string) {
 		marker := filepath.Join(t.TempDir(), "recover.marker")
-		c := bk.recoverCmd(bin, newDir, keyFile, "--parallel", "1")
+		c := bk.recoverCmd(t, bin, newDir, keyFile, "--parallel", "1")
 		c.Env = append(c.Env, "APPLIANCE_TEST_RECOVER_PAUSE="+strconv.Itoa(pause), "APPLIANCE_TEST_RECOVER_PAUSE_MARKER="+marker)
 		out := &e2eBuffer{}
 		c.Stdout, c.Stderr = out, out
@@ -328,7 +328,7 @@ func TestRecoverFromBucket(t *testing.T) {
 	both := firstOut.String() + secondOut.String() + out
 	for _, id := range ids {
 		// Another port range: every port moved, and the report says so.
-		if !strings.Contains(both, "direct port "+oldPorts[id]+" → ") || !strings.Contains(both, "(outside --pg-ports "+e2ePorts(newDir)+")") {
+		if !strings.Contains(both, "direct port "+oldPorts[id]+" → ") || !strings.Contains(both, "(outside --pg-ports "+e2ePorts(t, newDir)+")") {
 			t.Fatalf("recover's report does not say the port %s of %s moved:\n%s", oldPorts[id], id, both)
 		}
 	}
@@ -382,7 +382,7 @@ func TestRecoverFromBucket(t *testing.T) {
 			t.Fatalf("%s: the credential changed across the recovery", id)
 		}
 		if after.Port() == before.Port() {
-			t.Fatalf("%s: still on port %s, outside the new range %s", id, after.Port(), e2ePorts(newDir))
+			t.Fatalf("%s: still on port %s, outside the new range %s", id, after.Port(), e2ePorts(t, newDir))
 		}
 		if got := recoverChecksum(t, c.DirectURL); got != sums[id] {
 			t.Fatalf("%s: rows after the recovery %s, before the loss %s", id, got, sums[id])

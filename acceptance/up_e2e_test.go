@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/theappliance/appliance/appliance"
 	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/store"
@@ -240,13 +240,38 @@ func e2eStart(t *testing.T, bin, dataDir string) *e2eProc {
 	return e2eStartEnv(t, bin, dataDir)
 }
 
-// e2ePorts is the instance port range of the appliance on dataDir: its own per data directory (the same
-// on every restart), so that parallel tests do not take each other's ports.
-func e2ePorts(dataDir string) string {
-	h := fnv.New32a()
-	h.Write([]byte(dataDir))
-	first := 20000 + int(h.Sum32()%1000)*40
-	return fmt.Sprintf("%d-%d", first, first+39)
+// e2ePorts is the instance port range of the appliance on dataDir: a range reserved until the test ends
+// (appliancetest.FreePorts: below the kernel's ephemeral ports, shared with no other test of any
+// process), the same on every call for the same data directory.
+func e2ePorts(t testing.TB, dataDir string) string {
+	r := e2eRange(t, dataDir, "instances")
+	return fmt.Sprintf("%d-%d", r.First, r.Last)
+}
+
+// e2eNodePortFlags are the etcd member's and join listener's port flags (cluster init, up --join) of the
+// node on dataDir: ports of a range reserved as e2ePorts' is. A free port the node picks itself ("0")
+// could be taken by another test's process before the node binds it (a joined node binds its join
+// listener seconds after it picked the port).
+func e2eNodePortFlags(t testing.TB, dataDir string) []string {
+	r := e2eRange(t, dataDir, "node")
+	return []string{"--etcd-client-port", strconv.Itoa(r.First), "--etcd-peer-port", strconv.Itoa(r.First + 1),
+		"--join-port", strconv.Itoa(r.First + 2)}
+}
+
+// e2eRanges are the port ranges reserved per data directory and use ("instances", "node") until their
+// test ends.
+var e2eRanges sync.Map
+
+func e2eRange(t testing.TB, dataDir, use string) appliance.PortRange {
+	t.Helper()
+	k := dataDir + "\x00" + use
+	if r, ok := e2eRanges.Load(k); ok {
+		return r.(appliance.PortRange)
+	}
+	r := appliancetest.FreePorts(t, 40)
+	e2eRanges.Store(k, r)
+	t.Cleanup(func() { e2eRanges.Delete(k) })
+	return r
 }
 
 // e2eStartEnv is e2eStart with extra environment variables ("NAME=value").
@@ -259,7 +284,7 @@ func e2eStartEnv(t *testing.T, bin, dataDir string, env ...string) *e2eProc {
 func e2eStartWith(t testing.TB, bin, dataDir string, env, flags []string) *e2eProc {
 	t.Helper()
 	p := &e2eProc{stdout: &e2eBuffer{}, stderr: &e2eBuffer{}, exited: make(chan struct{}), dataDir: dataDir}
-	p.cmd = exec.Command(bin, append([]string{"up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(dataDir)}, flags...)...)
+	p.cmd = exec.Command(bin, append([]string{"up", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--pg-ports", e2ePorts(t, dataDir)}, flags...)...)
 	p.cmd.Env = append(append(os.Environ(), "APPLIANCE_KV_LISTEN=127.0.0.1:0", "APPLIANCE_KV_REST_LISTEN=127.0.0.1:0", "APPLIANCE_LOG_LEVEL=debug",
 		"APPLIANCE_METRICS_TOKEN="+e2eMetricsToken), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr

@@ -127,7 +127,7 @@ func TestWebhooksSurviveSIGKILL(t *testing.T) {
 // outbound policy refuses the appliance's own ports).
 func e2eListenOutside(t *testing.T, dataDir string) net.Listener {
 	t.Helper()
-	r := strings.SplitN(e2ePorts(dataDir), "-", 2)
+	r := strings.SplitN(e2ePorts(t, dataDir), "-", 2)
 	first, _ := strconv.Atoi(r[0])
 	last, _ := strconv.Atoi(r[1])
 	for {

@@ -373,7 +373,8 @@ func TestEtcdConcurrentUpdates(t *testing.T) {
 
 // TestEtcdSnapshot: WriteSnapshot on etcd writes a bbolt file that Open takes as a single appliance's
 // meta.db, holding exactly what the etcd store holds (every bucket, key, value and sequence: VerifyCopy),
-// its generation the revision; a write after it is not in it.
+// its generation the revision; a write after it is not in it. It is built in the spool directory, which
+// holds nothing of it after, and what a killed build left there is removed by SetSpoolDir.
 func TestEtcdSnapshot(t *testing.T) {
 	db := openBackend(t, "etcd")
 	if err := db.Update(func(tx *Tx) error {
@@ -397,12 +398,32 @@ func TestEtcdSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := db.WriteSnapshot(f)
+	spool := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(spool, ".meta-snapshot-build-1", "meta.db"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db.SetSpoolDir(spool)
+	if left, _ := filepath.Glob(filepath.Join(spool, "*")); len(left) != 0 {
+		t.Fatalf("a killed build's leftover was not removed: %v", left)
+	}
+	var during []string
+	gen, err := db.WriteSnapshot(writerFunc(func(p []byte) (int, error) {
+		if during == nil {
+			during, _ = filepath.Glob(filepath.Join(spool, ".meta-snapshot-build-*", "meta.db"))
+		}
+		return f.Write(p)
+	}))
 	if err == nil {
 		err = f.Close()
 	}
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(during) != 1 {
+		t.Errorf("the snapshot was not built in the spool directory: %v", during)
+	}
+	if left, _ := filepath.Glob(filepath.Join(spool, "*")); len(left) != 0 {
+		t.Errorf("the build left %v", left)
 	}
 	if gen < uint64(rev) {
 		t.Fatalf("snapshot generation %d, below the revision %d the store was at before it", gen, rev)
@@ -478,3 +499,7 @@ func TestEtcdTooLargeTransaction(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+type writerFunc func([]byte) (int, error)
+
+func (w writerFunc) Write(p []byte) (int, error) { return w(p) }

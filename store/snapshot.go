@@ -11,12 +11,29 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
+// spoolPattern names the directories a snapshot of the metadata on etcd is built in.
+const spoolPattern = ".meta-snapshot-build-*"
+
+// SetSpoolDir makes dir (a cluster node's data directory: cluster.StartMember) where snapshots of the
+// metadata on etcd are built, and removes what a process killed while it built one left there. Without
+// it they are built in the system's temporary directory, where such a leftover — a copy of the metadata
+// — would stay.
+func (db *DB) SetSpoolDir(dir string) {
+	db.spoolDir = dir
+	if stale, _ := filepath.Glob(filepath.Join(dir, spoolPattern)); len(stale) > 0 {
+		for _, d := range stale {
+			os.RemoveAll(d)
+		}
+	}
+}
+
 // writeEtcdSnapshot is WriteSnapshot on etcd: every bucket as of one revision (one read transaction, whose
 // reads are all at the revision of its first), written into a new bbolt file — a meta.db as a single
 // appliance's, which Open accepts — that is then copied to w. The generation is the revision. The file is
-// built in a private temporary directory (0700, the file 0600) removed before the return.
+// built in a private directory (0700, the file 0600) under the spool directory (SetSpoolDir), removed
+// before the return.
 func (db *DB) writeEtcdSnapshot(w io.Writer) (generation uint64, err error) {
-	dir, err := os.MkdirTemp("", "appliance-meta-snapshot-*")
+	dir, err := os.MkdirTemp(db.spoolDir, spoolPattern)
 	if err != nil {
 		return 0, fmt.Errorf("write a snapshot of the metadata: %w", err)
 	}

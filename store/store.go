@@ -47,6 +47,9 @@ type DB struct {
 	rerun atomic.Bool
 	// node is the cluster node this process is (SetNode; "" on a single node): Local's reference.
 	node string
+	// spoolDir is where a snapshot of the metadata on etcd is built (SetSpoolDir; "": the system's
+	// temporary directory).
+	spoolDir string
 }
 
 // RerunUpdates, for tests, makes every Update on a bbolt store run its fn twice: first in a transaction

@@ -199,6 +199,7 @@ type Member struct {
 	dataDir string
 	srv     *etcdembed.Server
 	client  *clientv3.Client
+	joinLn  net.Listener // the join listener, bound before the member starts (ServeJoins serves it)
 	db      *store.DB
 	// stopSync ends syncRevocations, which closes synced.
 	stopSync, synced chan struct{}
@@ -221,6 +222,12 @@ func StartMember(ctx context.Context, dataDir string) (_ *Member, err error) {
 	if err := ensureCRL(dataDir); err != nil {
 		return nil, err
 	}
+	// The join listener's port is held from here: a node that joined with a free port (0) picked it
+	// moments ago, and nothing else may take it while the member starts and the node's components come
+	// up before they serve it.
+	if m.joinLn, err = net.Listen("tcp", net.JoinHostPort(cfg.Advertise, strconv.Itoa(cfg.JoinPort))); err != nil {
+		return nil, fmt.Errorf("the join listener: %w", err)
+	}
 	if m.srv, err = etcdembed.Start(ctx, cfg.memberConfig(dataDir)); err != nil {
 		return nil, fmt.Errorf("start this node's etcd member (%s on %s): %w", cfg.MemberName, cfg.Advertise, err)
 	}
@@ -238,6 +245,7 @@ func StartMember(ctx context.Context, dataDir string) (_ *Member, err error) {
 		return nil, err
 	}
 	m.db.SetNode(cfg.NodeID) // its own work looks at its projects only (store.Local)
+	m.db.SetSpoolDir(dataDir)
 	m.stopSync = make(chan struct{})
 	m.synced = make(chan struct{})
 	go func() { defer close(m.synced); m.syncRevocations(m.stopSync) }()
@@ -320,5 +328,9 @@ func (m *Member) Stop() {
 	}
 	if m.srv != nil {
 		m.srv.Stop()
+	}
+	if m.joinLn != nil {
+		m.joinLn.Close() // ServeJoins' server closed it already when it served it
+		m.joinLn = nil
 	}
 }

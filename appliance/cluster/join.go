@@ -19,7 +19,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -136,15 +135,15 @@ type JoinServer struct {
 	peer    atomic.Pointer[http.Handler] // the API, for requests other nodes forward (SetPeerHandler)
 }
 
-// ServeJoins starts the node's join listener.
+// ServeJoins serves the node's join listener (bound by StartMember).
 func (m *Member) ServeJoins(ca *certs.CA, log *slog.Logger) (*JoinServer, error) {
 	pair, err := tls.LoadX509KeyPair(certFile(m.dataDir), keyFile(m.dataDir))
 	if err != nil {
 		return nil, fmt.Errorf("the node's certificate: %w", err)
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(m.cfg.Advertise, strconv.Itoa(m.cfg.JoinPort)))
-	if err != nil {
-		return nil, fmt.Errorf("the join listener: %w", err)
+	ln := m.joinLn // bound by StartMember
+	if ln == nil {
+		return nil, errors.New("the join listener: the member is stopped")
 	}
 	s := &JoinServer{m: m, ca: ca, dataDir: m.dataDir, log: log, ln: ln, now: time.Now}
 	mux := http.NewServeMux()
