@@ -31,7 +31,7 @@ func (b boltKV) update(db *DB, fn func(*Tx) error) error {
 		id := uint64(tx.ID())
 		tx.OnCommit(func() {
 			for _, n := range t.wrote {
-				db.versions[n].Add(1)
+				t.committed = append(t.committed, db.versions[n].Add(1))
 			}
 			if db.gen != nil {
 				db.gen.note(id)

@@ -269,6 +269,7 @@ func (e *etcdKV) update(db *DB, fn func(*Tx) error) error {
 			if rev, err = t.commit(); err == nil {
 				for _, n := range tx.wrote {
 					storeMax(&db.versions[n], uint64(rev))
+					tx.committed = append(tx.committed, uint64(rev))
 				}
 				db.signal()
 				for _, f := range t.commits {

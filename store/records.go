@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 )
 
 // Organization owns projects, users' memberships, API keys and audit events.
@@ -824,11 +826,26 @@ type SavedQuery struct {
 	UpdatedAt      time.Time `json:"updated_at"`
 }
 
-// The saved query tables.
+// The saved query tables: by project (counted: the project's limit), and by name in their project
+// (SavedQueryName: unique, case-insensitively).
 var (
 	SavedQueries          = newTable("saved_queries", func(r *SavedQuery) string { return r.ID })
-	SavedQueriesByProject = SavedQueries.index("project", func(r *SavedQuery) []string { return []string{r.ProjectID} })
+	SavedQueriesByProject = SavedQueries.index("project", func(r *SavedQuery) []string { return []string{r.ProjectID} }).counted(SavedQueries)
+	SavedQueriesByName    = SavedQueries.unique("name", func(r *SavedQuery) []string { return []string{SavedQueryName(r.ProjectID, r.Name)} })
 )
+
+// SavedQueryName is the key of SavedQueriesByName for a name in a project: the project, and the name with
+// each letter folded to one of its cases, so that two names strings.EqualFold calls equal have one key
+// (each rune becomes the least of its unicode.SimpleFold orbit: 'K', 'k' and the Kelvin sign alike).
+func SavedQueryName(projectID, name string) string {
+	return projectID + sep + strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, name)
+}
 
 // BillingEvent is a billing provider's webhook event the appliance received, by the provider's event id:
 // a redelivery of one is answered and not applied again (appliance/billing). Swept after a while.

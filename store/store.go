@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -283,6 +284,9 @@ type Tx struct {
 	kv    kvTx
 	db    *DB
 	wrote []int // the tables this transaction wrote (their numbers), each counted once on commit
+	// committed: the versions its commit gave the tables it wrote, by their place in wrote (set by the
+	// backend before the OnCommit functions run: CommitVersion).
+	committed []uint64
 }
 
 // View runs fn in a read-only transaction, which sees one consistent state of the store.
@@ -311,6 +315,16 @@ func (db *DB) Update(fn func(*Tx) error) error {
 // store's own commits move it before Update returns, other clients' when the watch brings them (a cache
 // may serve what they changed for that moment).
 func (t *Table[T]) Version(db *DB) uint64 { return db.versions[t.n].Load() }
+
+// CommitVersion, in an OnCommit function of tx, is the version tx's commit gave the table (0 when tx did
+// not write it): while Version is still that, what tx wrote is what the store holds. A cache may take
+// what the transaction wrote at that version (the next reader need not read it again).
+func (t *Table[T]) CommitVersion(tx *Tx) uint64 {
+	if i := slices.Index(tx.wrote, t.n); i >= 0 && i < len(tx.committed) {
+		return tx.committed[i]
+	}
+	return 0
+}
 
 // touch counts the table numbered n as written once the transaction commits (the backend's update does).
 func (tx *Tx) touch(n int) {
@@ -365,6 +379,12 @@ func (tx *Tx) SetMeta(key, value string) error {
 type Index[T any] struct {
 	bucket []byte
 	keys   func(*T) []string
+	// unique: each key files one record, its bucket's key the index key itself and its value the record's
+	// ID (Table.unique; a plain index's bucket keys are the key, sep and the ID, with no value).
+	unique bool
+	// counts, when set, is the bucket of how many records each key files (Index.counted): Count reads
+	// one value instead of walking the entries.
+	counts []byte
 }
 
 // Table is a bucket of JSON records of type T keyed by ID, with secondary indexes.
@@ -398,21 +418,125 @@ func (t *Table[T]) index(name string, keys func(*T) []string) *Index[T] {
 	return ix
 }
 
-// fill files every record of t in ix.
+// fill files every record of t in ix (in a unique index, a key two records have is the first's: the
+// oldest's, IDs sorting by creation).
 func (t *Table[T]) fill(tx *Tx, ix *Index[T]) error {
 	b := tx.kv.bucket(ix.bucket)
+	held := map[string]bool{} // a unique index's keys filed (its bucket is new: empty)
 	return tx.kv.bucket(t.bucket).ForEach(func(id, v []byte) error {
 		rec, err := t.decode(tx, id, v)
 		if err != nil {
 			return err
 		}
 		for _, k := range ix.keys(rec) {
+			if ix.unique {
+				if held[k] {
+					continue
+				}
+				held[k] = true
+				if err := b.Put([]byte(k), bytes.Clone(id)); err != nil {
+					return err
+				}
+				continue
+			}
 			if err := b.Put([]byte(k+sep+string(id)), nil); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
+}
+
+// unique is an index whose keys each file at most one record (a name unique in its project, say): its
+// bucket maps the key to the record's ID. Put refuses (ErrExists) a record whose key another record
+// holds; Holder reads who holds a key. An index new to a store is filled with the records there, the
+// oldest first: a key two of them have (which nothing could write) is the oldest's.
+func (t *Table[T]) unique(name string, keys func(*T) []string) *Index[T] {
+	ix := t.index(name, keys)
+	ix.unique = true
+	return ix
+}
+
+// counted keeps, beside the index, how many records each key files (in a bucket of its own, filled when
+// it is new to a store), so that Count reads one value rather than walking the key's entries: on etcd,
+// a point read that a read-write transaction may take from what the process knows, not a range read.
+func (ix *Index[T]) counted(t *Table[T]) *Index[T] {
+	ix.counts = []byte(string(ix.bucket) + "#count")
+	registered = append(registered, ix.counts)
+	fillers[string(ix.counts)] = func(tx *Tx) error { return t.fillCounts(tx, ix) }
+	return ix
+}
+
+// fillCounts counts every record of t under each of its keys in ix.
+func (t *Table[T]) fillCounts(tx *Tx, ix *Index[T]) error {
+	n := map[string]int{}
+	if err := tx.kv.bucket(t.bucket).ForEach(func(id, v []byte) error {
+		rec, err := t.decode(tx, id, v)
+		if err != nil {
+			return err
+		}
+		for _, k := range ix.keys(rec) {
+			n[k]++
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	b := tx.kv.bucket(ix.counts)
+	for k, c := range n {
+		if err := b.Put([]byte(k), []byte(strconv.Itoa(c))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addCount moves the count of key in ix's counts by d (a key counting none is deleted).
+func (ix *Index[T]) addCount(tx *Tx, key string, d int) error {
+	b := tx.kv.bucket(ix.counts)
+	n, err := ix.count(tx, key)
+	if err != nil {
+		return err
+	}
+	if n += d; n <= 0 {
+		return b.Delete([]byte(key))
+	}
+	return b.Put([]byte(key), []byte(strconv.Itoa(n)))
+}
+
+// count is how many records key files (ix counted).
+func (ix *Index[T]) count(tx *Tx, key string) (int, error) {
+	v := tx.get(ix.counts, key)
+	if len(v) == 0 {
+		return 0, txErr(tx)
+	}
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
+		return 0, fmt.Errorf("the count of %q in %s holds %q: %w", key, ix.counts, v, err)
+	}
+	return n, nil
+}
+
+// txErr is the failure of an etcd transaction's reads so far (nil on bbolt, whose reads do not fail).
+func txErr(tx *Tx) error {
+	if e, ok := tx.kv.(*etcdTx); ok {
+		return e.err
+	}
+	return nil
+}
+
+// Holder is the ID of the record filed under key in ix, a unique index ("" when none). It expects none (a
+// name about to be taken): on etcd, the first attempt of a read-write transaction takes the key as free
+// without reading it, and its commit proves it so (when another record holds it, the commit fails and
+// the transaction runs again, reading it).
+func (t *Table[T]) Holder(tx *Tx, ix *Index[T], key string) (string, error) {
+	if !ix.unique {
+		return "", fmt.Errorf("holder in %s: not a unique index", ix.bucket)
+	}
+	if e, ok := tx.kv.(*etcdTx); ok {
+		e.assumeAbsent(ix.bucket, key)
+	}
+	return string(tx.get(ix.bucket, key)), txErr(tx)
 }
 
 func allBuckets() [][]byte { return registered }
@@ -464,7 +588,6 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 		return fmt.Errorf("put %s/%s: %w", t.bucket, id, err)
 	}
 	for _, ix := range t.indexes {
-		b := tx.kv.bucket(ix.bucket)
 		var was []string
 		if old != nil {
 			was = ix.keys(old)
@@ -472,18 +595,63 @@ func (t *Table[T]) Put(tx *Tx, rec *T) error {
 		now := ix.keys(rec)
 		for _, k := range was {
 			if !slices.Contains(now, k) {
-				if err := b.Delete([]byte(k + sep + id)); err != nil {
-					return fmt.Errorf("index %s: %w", ix.bucket, err)
+				if err := ix.unfile(tx, k, id); err != nil {
+					return err
 				}
 			}
 		}
 		for _, k := range now {
 			if !slices.Contains(was, k) {
-				if err := b.Put([]byte(k+sep+id), nil); err != nil {
-					return fmt.Errorf("index %s: %w", ix.bucket, err)
+				if err := ix.file(tx, k, id); err != nil {
+					return err
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// file files the record id under key k (counted, and in a unique index refused when another holds k).
+func (ix *Index[T]) file(tx *Tx, k, id string) error {
+	b := tx.kv.bucket(ix.bucket)
+	if ix.unique {
+		if e, ok := tx.kv.(*etcdTx); ok {
+			e.assumeAbsent(ix.bucket, k)
+		}
+		if h := tx.get(ix.bucket, k); h != nil && string(h) != id {
+			return fmt.Errorf("index %s: %q is %s's: %w", ix.bucket, k, h, ErrExists)
+		}
+		if err := txErr(tx); err != nil {
+			return err
+		}
+		if err := b.Put([]byte(k), []byte(id)); err != nil {
+			return fmt.Errorf("index %s: %w", ix.bucket, err)
+		}
+	} else if err := b.Put([]byte(k+sep+id), nil); err != nil {
+		return fmt.Errorf("index %s: %w", ix.bucket, err)
+	}
+	if ix.counts != nil {
+		return ix.addCount(tx, k, 1)
+	}
+	return nil
+}
+
+// unfile takes the record id from under key k.
+func (ix *Index[T]) unfile(tx *Tx, k, id string) error {
+	b := tx.kv.bucket(ix.bucket)
+	if ix.unique {
+		// Only its own entry (a record a filled index found holding another's key has none).
+		if h := tx.get(ix.bucket, k); string(h) != id {
+			return txErr(tx)
+		}
+		if err := b.Delete([]byte(k)); err != nil {
+			return fmt.Errorf("index %s: %w", ix.bucket, err)
+		}
+	} else if err := b.Delete([]byte(k + sep + id)); err != nil {
+		return fmt.Errorf("index %s: %w", ix.bucket, err)
+	}
+	if ix.counts != nil {
+		return ix.addCount(tx, k, -1)
 	}
 	return nil
 }
@@ -526,9 +694,8 @@ func (t *Table[T]) unindex(tx *Tx, id string) error {
 		return err
 	}
 	for _, ix := range t.indexes {
-		b := tx.kv.bucket(ix.bucket)
 		for _, k := range ix.keys(old) {
-			if err := b.Delete([]byte(k + sep + id)); err != nil {
+			if err := ix.unfile(tx, k, id); err != nil {
 				return err
 			}
 		}
@@ -562,6 +729,9 @@ type Query struct {
 
 // Lookup returns the records filed under key in ix, oldest first unless q.Newest.
 func (t *Table[T]) Lookup(tx *Tx, ix *Index[T], key string, q Query) ([]*T, error) {
+	if ix.unique {
+		return nil, fmt.Errorf("lookup in %s: a unique index (Holder)", ix.bucket)
+	}
 	out := []*T{}
 	var c cursor
 	if b, ok := tx.kv.(boltTx); ok { // bbolt's cursor made here stays on the stack
@@ -671,6 +841,9 @@ func (t *Table[T]) Range(tx *Tx, ix *Index[T], from, to string, limit int) ([]*T
 // returns false or an error: a caller that needs only some of them decodes only those (Get). Scan(tx, ix,
 // key, key+"\x00", fn) visits the records filed under key, oldest first.
 func (t *Table[T]) Scan(tx *Tx, ix *Index[T], from, to string, fn func(id string) (bool, error)) error {
+	if ix.unique {
+		return fmt.Errorf("scan of %s: a unique index (Holder)", ix.bucket)
+	}
 	var c cursor
 	if b, ok := tx.kv.(boltTx); ok { // bbolt's cursor made here stays on the stack
 		c = cursor{b: b.tx.Bucket(ix.bucket).Cursor()}
@@ -692,8 +865,15 @@ func (t *Table[T]) Scan(tx *Tx, ix *Index[T], from, to string, fn func(id string
 // OnCommit runs fn after the transaction commits (not when it rolls back).
 func (tx *Tx) OnCommit(fn func()) { tx.kv.onCommit(fn) }
 
-// Count returns how many records are filed under key in ix (without decoding them).
+// Count returns how many records are filed under key in ix (without decoding them; a counted index's
+// count is one value read).
 func (t *Table[T]) Count(tx *Tx, ix *Index[T], key string) (int, error) {
+	if ix.counts != nil {
+		return ix.count(tx, key)
+	}
+	if ix.unique {
+		return 0, fmt.Errorf("count in %s: a unique index (Holder)", ix.bucket)
+	}
 	var c cursor
 	if b, ok := tx.kv.(boltTx); ok { // bbolt's cursor made here stays on the stack
 		c = cursor{b: b.tx.Bucket(ix.bucket).Cursor()}

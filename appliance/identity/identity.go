@@ -370,8 +370,8 @@ func (s *Service) keyOrg(orgID string) (orgAuth, error) {
 			o.err = apperr.Unauthenticated("API key's organization no longer exists")
 		case err != nil:
 			o.err = apperr.Internal(err, "read the key's organization")
-		case org.SuspendedAt != nil:
-			o.err = Suspended(org)
+		default:
+			o = orgAuthOf(org)
 		}
 		return nil
 	})
@@ -382,6 +382,22 @@ func (s *Service) keyOrg(orgID string) (orgAuth, error) {
 		s.orgCache.Put(orgID, version, o)
 	}
 	return o, nil
+}
+
+// orgAuthOf is why the organization's keys are refused (nil: they are not).
+func orgAuthOf(org *store.Organization) orgAuth {
+	if org.SuspendedAt != nil {
+		return orgAuth{err: Suspended(org)}
+	}
+	return orgAuth{}
+}
+
+// noteOrg, in an Update that wrote org, caches once it commits what the organization's keys may do, at
+// the organizations' version of the commit: the next request of one of its keys does not read the
+// organization again (a read of etcd's leader on a cluster) unless another organization changed since.
+func (s *Service) noteOrg(tx *store.Tx, org *store.Organization) {
+	o := orgAuthOf(org)
+	tx.OnCommit(func() { s.orgCache.Put(org.ID, store.Organizations.CommitVersion(tx), o) })
 }
 
 // keyByHash is the key filed under hash and its creator's rights (apiKeyByHash without the organization).

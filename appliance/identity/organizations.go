@@ -123,6 +123,7 @@ func (s *Service) PatchOrganization(ctx context.Context, p *authz.Principal, org
 			if err := store.Organizations.Put(tx, org); err != nil {
 				return apperr.Internal(err, "store organization")
 			}
+			s.noteOrg(tx, org)
 			if err := s.host.Audit(tx, p, "organization.update", orgID, "", changed); err != nil {
 				return apperr.Internal(err, "audit")
 			}

@@ -18,7 +18,8 @@ import (
 // Saved queries are a project's, shared with whoever may see the project (VisibleProject: the
 // organization's members, and keys of the project or the organization); writing one needs projects:write
 // (the route table). A name is unique in its project; the limits are api.MaxSavedQueryName characters,
-// api.MaxQueryBytes of text and api.MaxSavedQueries per project.
+// api.MaxQueryBytes of text and api.MaxSavedQueries per project. Neither check walks the project's saved
+// queries: the name is one key of a unique index, the count one value of a counted one.
 
 // ListSavedQueries lists the project's saved queries by name.
 func (s *Service) ListSavedQueries(ctx context.Context, p *authz.Principal, projectID string) (*api.SavedQueryList, error) {
@@ -69,14 +70,14 @@ func (s *Service) CreateSavedQuery(ctx context.Context, p *authz.Principal, proj
 		if err != nil {
 			return err
 		}
-		qs, err := store.SavedQueries.Lookup(tx, store.SavedQueriesByProject, prj.ID, store.Query{})
+		n, err := store.SavedQueries.Count(tx, store.SavedQueriesByProject, prj.ID)
 		if err != nil {
 			return err
 		}
-		if len(qs) >= api.MaxSavedQueries {
-			return apperr.Conflict("the project has %d saved queries, the most it may keep: delete one first", len(qs))
+		if n >= api.MaxSavedQueries {
+			return apperr.Conflict("the project has %d saved queries, the most it may keep: delete one first", n)
 		}
-		if err := nameTaken(qs, name, ""); err != nil {
+		if err := nameTaken(tx, prj.ID, name, ""); err != nil {
 			return err
 		}
 		_, actor := p.Actor()
@@ -108,11 +109,7 @@ func (s *Service) UpdateSavedQuery(ctx context.Context, p *authz.Principal, proj
 			return err
 		}
 		if req.Name != nil {
-			qs, err := store.SavedQueries.Lookup(tx, store.SavedQueriesByProject, q.ProjectID, store.Query{})
-			if err != nil {
-				return err
-			}
-			if err := nameTaken(qs, name, q.ID); err != nil {
+			if err := nameTaken(tx, q.ProjectID, name, q.ID); err != nil {
 				return err
 			}
 			q.Name = name
@@ -184,14 +181,19 @@ func checkSaved(req *api.SavedQueryRequest) (string, error) {
 	return name, nil
 }
 
-// nameTaken refuses a name another of the project's saved queries has (case-insensitively).
-func nameTaken(qs []*store.SavedQuery, name, except string) error {
-	for _, q := range qs {
-		if q.ID != except && strings.EqualFold(q.Name, name) {
-			return apperr.Conflict("the project already has a saved query named %q", q.Name)
-		}
+// nameTaken refuses a name another of the project's saved queries (not except) has, case-insensitively:
+// one read of the names' unique index (store.SavedQueriesByName), which on etcd a first attempt takes as
+// free, its commit proving it.
+func nameTaken(tx *store.Tx, projectID, name, except string) error {
+	id, err := store.SavedQueries.Holder(tx, store.SavedQueriesByName, store.SavedQueryName(projectID, name))
+	if err != nil || id == "" || id == except {
+		return err
 	}
-	return nil
+	q, err := store.SavedQueries.Get(tx, id)
+	if err != nil {
+		return fmt.Errorf("the saved query named %q: %w", name, err)
+	}
+	return apperr.Conflict("the project already has a saved query named %q", q.Name)
 }
 
 func wireSaved(q *store.SavedQuery) *api.SavedQuery {
