@@ -45,7 +45,8 @@ func unseal(bucket, key, v []byte) ([]byte, error) {
 }
 
 // valueBuckets are the buckets whose values are sealed records: the tables and the series (not the
-// indexes, whose entries are keys with no value, nor the meta bucket).
+// indexes, whose entries are keys with no value, or a record's ID in a unique index, or a count in a
+// counted index's counts, nor the meta bucket).
 var valueBuckets [][]byte
 
 // migrateV1 seals every record of a schema version 1 store (in the transaction that writes version 2).
