@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -270,10 +272,19 @@ func TestClusterAPIWriteRequests(t *testing.T) {
 	for seq := 1; seq <= 5; seq++ {
 		iteration(seq)
 	}
+	// Not the bench's: a PATCH of a saved query with its name (its own, in other case, then a new one, then
+	// back), each its commit alone too (a name the first attempt took as free and the commit found taken
+	// would be a commit that fails and a run again).
+	sq := "/v1/projects/" + prj + "/saved-queries/" + patched.SavedQuery.ID
+	for _, name := range []string{"patched", "PATCHED", "renamed", "patched"} {
+		n.do(t, http.MethodPatch, sq, map[string]any{"name": name, "sql": "SELECT 2"}, http.StatusOK, nil)
+		op := "PATCH saved query, name " + name
+		got[op] = append(got[op], kv.take())
+	}
 	if t.Failed() {
 		return
 	}
-	for _, op := range benchWriteOps {
+	for _, op := range slices.Sorted(maps.Keys(got)) {
 		for i, reqs := range got[op] {
 			t.Logf("%s #%d: %d requests", op, i+1, len(reqs))
 			for _, r := range reqs {
@@ -290,7 +301,8 @@ func TestClusterAPIWriteRequests(t *testing.T) {
 // TestClusterSavedQueryNameRace: two nodes (a store each, through different members of a cluster of three)
 // create saved queries of one name in one project at once, the names differing in case: each time one is
 // made and the other refused with 409 and the winner's name, and the project's count of saved queries (its
-// limit's) is what the list shows. The name check is a unique index's key that the first attempt of the
+// limit's) is what the list shows. Renames on either node: to a name another query holds, 409 with its
+// name; to its own in other case, and to a name just deleted, made. The name check is a unique index's key that the first attempt of the
 // transaction takes as free, its commit proving it (store.Table.Holder).
 func TestClusterSavedQueryNameRace(t *testing.T) {
 	dirs := []string{t.TempDir(), t.TempDir(), t.TempDir()}
@@ -353,6 +365,24 @@ func TestClusterSavedQueryNameRace(t *testing.T) {
 			t.Fatalf("round %d: the other node answered %d %s, want 409 %s", r, lost.status, lost.body, want)
 		}
 	}
+	// Renames: to a name another query holds (in other case), refused with its name; to its own in other
+	// case, and to a name deleted on the other node, made.
+	var a, b savedQueryResponse
+	nodes[0].do(t, http.MethodPost, path, map[string]any{"name": "Alpha", "sql": "SELECT 1"}, http.StatusCreated, &a)
+	nodes[1].do(t, http.MethodPost, path, map[string]any{"name": "Beta", "sql": "SELECT 1"}, http.StatusCreated, &b)
+	status, body := nodes[0].do(t, http.MethodPatch, path+"/"+a.SavedQuery.ID, map[string]any{"name": "BETA"}, http.StatusConflict, nil)
+	if status != http.StatusConflict || !strings.Contains(string(body), `the project already has a saved query named \"Beta\"`) {
+		t.Fatalf("a rename to a name taken: %d %s", status, body)
+	}
+	var renamed savedQueryResponse
+	nodes[0].do(t, http.MethodPatch, path+"/"+a.SavedQuery.ID, map[string]any{"name": "ALPHA"}, http.StatusOK, &renamed)
+	if renamed.SavedQuery.Name != "ALPHA" {
+		t.Fatalf("renamed to its own name in other case: %q", renamed.SavedQuery.Name)
+	}
+	nodes[1].do(t, http.MethodDelete, path+"/"+b.SavedQuery.ID, nil, http.StatusOK, nil)
+	nodes[0].do(t, http.MethodPatch, path+"/"+a.SavedQuery.ID, map[string]any{"name": "beta"}, http.StatusOK, nil)
+	nodes[1].do(t, http.MethodDelete, path+"/"+a.SavedQuery.ID, nil, http.StatusOK, nil)
+
 	var list struct {
 		SavedQueries []struct {
 			Name string `json:"name"`

@@ -109,8 +109,12 @@ func (s *Service) UpdateSavedQuery(ctx context.Context, p *authz.Principal, proj
 			return err
 		}
 		if req.Name != nil {
-			if err := nameTaken(tx, q.ProjectID, name, q.ID); err != nil {
-				return err
+			// Its own name again, or in other case (a client sending the whole query back): no check, which
+			// on etcd would take the name as free at first and find it was not at the commit.
+			if store.SavedQueryName(q.ProjectID, name) != store.SavedQueryName(q.ProjectID, q.Name) {
+				if err := nameTaken(tx, q.ProjectID, name, q.ID); err != nil {
+					return err
+				}
 			}
 			q.Name = name
 		}
