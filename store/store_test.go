@@ -219,3 +219,28 @@ func testOpenFillsANewIndex(t *testing.T, backend string) {
 		t.Fatalf("due deliveries after the index was filled: %v, want msg_1 and msg_2", got)
 	}
 }
+
+// TestCommitVersion: in an OnCommit function, a table the transaction wrote has the version its commit
+// gave it (the table's version then, with no other writer), and one it did not write has 0; the attempt
+// that is run again (RerunUpdates on bbolt, a conflict on etcd) runs no OnCommit function.
+func TestCommitVersion(t *testing.T) {
+	onBackends(t, func(t *testing.T, db *DB) {
+		db.RerunUpdates(true)
+		for range 2 {
+			var wrote, other, now uint64
+			calls := 0
+			if err := db.Update(func(tx *Tx) error {
+				tx.OnCommit(func() {
+					calls++
+					wrote, other, now = Organizations.CommitVersion(tx), Projects.CommitVersion(tx), Organizations.Version(db)
+				})
+				return Organizations.Put(tx, &Organization{ID: "org_1", Name: "one"})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if calls != 1 || wrote == 0 || wrote != now || other != 0 {
+				t.Fatalf("OnCommit ran %d times; the organizations' commit version %d (version %d), the projects' %d", calls, wrote, now, other)
+			}
+		}
+	})
+}

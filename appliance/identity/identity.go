@@ -397,7 +397,11 @@ func orgAuthOf(org *store.Organization) orgAuth {
 // organization again (a read of etcd's leader on a cluster) unless another organization changed since.
 func (s *Service) noteOrg(tx *store.Tx, org *store.Organization) {
 	o := orgAuthOf(org)
-	tx.OnCommit(func() { s.orgCache.Put(org.ID, store.Organizations.CommitVersion(tx), o) })
+	tx.OnCommit(func() {
+		if v := store.Organizations.CommitVersion(tx); v != 0 {
+			s.orgCache.Put(org.ID, v, o)
+		}
+	})
 }
 
 // keyByHash is the key filed under hash and its creator's rights (apiKeyByHash without the organization).
