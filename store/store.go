@@ -1,4 +1,5 @@
-// Package store keeps the appliance's metadata: typed tables of JSON records with secondary indexes, in one
+// Package store keeps the appliance's metadata: typed tables of JSON records with secondary indexes (a
+// unique one answers who holds a key in one read, a counted one how many records a key files), in one
 // bbolt file (Open: a single appliance) or under a key prefix of an etcd cluster (OpenEtcd: the appliances
 // of a cluster), both through one key-value layer (backend.go). Values are always decoded out of the
 // transaction, so callers never hold the backend's memory.
