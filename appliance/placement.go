@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/theappliance/appliance/appliance/apperr"
+	"github.com/theappliance/appliance/appliance/moves"
 	"github.com/theappliance/appliance/store"
 )
 
@@ -15,6 +16,7 @@ type NodeRoom struct {
 	Projects int // the projects (previews included, not deleted) it hosts
 	// MemoryFree, DiskFree and PortsFree are its record's memory, disk and port range minus what its
 	// projects reserve (store.NodeRoom, which GET /v1/nodes and cluster nodes show too).
+	// A project a move stages a copy of on it counts its memory and disk too (moves.StagingOn).
 	MemoryFree, DiskFree int64
 	PortsFree            int
 	// Score is the smallest of the three free fractions (free / total; a total of 0, unknown, counts as
@@ -39,13 +41,22 @@ func Rooms(tx *store.Tx, live map[string]bool, planMemory func(plan string) int6
 			continue
 		}
 		var hosted []*store.Project
+		var staged []*store.Project
 		for _, p := range projects {
 			if store.ProjectNode(tx, p) == n.ID {
 				hosted = append(hosted, p)
+			} else if moves.StagingOn(tx, p) == n.ID {
+				staged = append(staged, p)
 			}
 		}
 		r := NodeRoom{Node: n, Projects: len(hosted)}
 		r.MemoryFree, r.DiskFree, r.PortsFree = store.NodeRoom(n, hosted, planMemory)
+		// A move's staged standby of a project (moves.StagingOn) takes its plan's memory and its storage
+		// here while it stages; its scratch port is not of the node's range.
+		for _, p := range staged {
+			r.MemoryFree -= planMemory(p.Plan)
+			r.DiskFree -= p.StorageLimitBytes
+		}
 		r.Score = min(fraction(r.MemoryFree, n.MemoryBytes), fraction(r.DiskFree, n.DiskBytes),
 			fraction(int64(r.PortsFree), int64(n.PortsLast-n.PortsFirst+1)))
 		out = append(out, r)

@@ -308,6 +308,26 @@ func (s *Service) Check(tx *store.Tx, prj *store.Project, node string, live map[
 	return apperr.Conflict("node %s has no room measure (not active, or holds no lease)", node)
 }
 
+// StagingOn is the node a running move of the project stages its copy on ("" when none runs, or the
+// project is on that node already: the cutover made the copy its instance). Placement counts the staged
+// standby there (the plan's memory, the storage limit) from the move's start, the fresh base backup taken
+// first included, to the move's end: the target reserves the room before the standby takes it.
+func StagingOn(tx *store.Tx, prj *store.Project) string {
+	id := tx.Meta(metaPrefix + prj.ID)
+	if id == "" {
+		return ""
+	}
+	j, err := store.Jobs.Get(tx, id)
+	if err != nil || j.Type != JobMove {
+		return ""
+	}
+	var pl movePayload
+	if json.Unmarshal(j.Payload, &pl) != nil || pl.To == "" || pl.To == store.ProjectNode(tx, prj) {
+		return ""
+	}
+	return pl.To
+}
+
 // enqueue enqueues prj's move to node (on its node) and marks it running.
 func (s *Service) enqueue(tx *store.Tx, prj *store.Project, node string) (*store.Job, error) {
 	j, err := s.host.Enqueue(tx, prj, JobMove, prj.ID, movePayload{To: node})
