@@ -29,14 +29,16 @@ type moveCluster struct {
 	bin, admin, password, prj, inst, sum string
 	// unbacked is a second project on node 1, with rows and never backed up; unbackedSum its rows' checksum.
 	unbacked, unbackedInst, unbackedSum string
-	// env1 and flags1 start node 1 again (after a SIGKILL).
-	env1, flags1 []string
-	// marker is the file node 3 (a test build held at the move-standby and move-staged steps) appends
-	// "<job> <step>" to when a move-in's staged standby runs there, and when it caught up.
-	marker string
-	dirs   []string
-	nodes  []clusterNode
-	procs  []*e2eProc
+	// env1 and flags1 start node 1 again (after a SIGKILL); env3 and flags3 node 3.
+	env1, flags1, env3, flags3 []string
+	// marker is the file node 3 (a test build that may hold a move-in at the move-standby, move-staged and
+	// move-cutover steps) appends "<job> <step>" to when it holds one there: its staged standby runs, it
+	// caught up, the source paused. It holds only at the step the file arm names (c.arm), until the test
+	// empties it (c.release) or the step's bound ends.
+	marker, armFile string
+	dirs            []string
+	nodes           []clusterNode
+	procs           []*e2eProc
 }
 
 func newMoveCluster(t *testing.T) *moveCluster {
@@ -75,12 +77,16 @@ func newMoveCluster(t *testing.T) *moveCluster {
 	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
 	procs := []*e2eProc{e2eStartWith(t, bin, dirs[0], bk.env, node1)}
 	marker := filepath.Join(t.TempDir(), "marker")
+	armFile := filepath.Join(t.TempDir(), "arm")
+	var env3, flags3 []string
 	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
 		flags := append(append(clusterFlags(t, host, dirs[i+1]), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
 		env := bk.env
-		if i == 1 { // node 3 holds its move-ins (at most 10 s each) once their staged standby runs, and once it caught up
-			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged", "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		if i == 1 { // node 3 may hold its move-ins (the step armed, until released)
+			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged,move-cutover",
+				"APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker, "APPLIANCE_TEST_JOB_PAUSE_ARM="+armFile)
+			env3, flags3 = env, flags
 		}
 		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], env, flags))
 	}
@@ -91,7 +97,7 @@ func newMoveCluster(t *testing.T) *moveCluster {
 	procs[1].waitRuntime(t, admin, prj, "active")
 	return &moveCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum,
 		unbacked: unbacked, unbackedInst: unbackedInst, unbackedSum: unbackedSum, env1: bk.env, flags1: node1,
-		marker: marker, dirs: dirs, nodes: nodes, procs: procs}
+		env3: env3, flags3: flags3, marker: marker, armFile: armFile, dirs: dirs, nodes: nodes, procs: procs}
 }
 
 // writer inserts rows into the project's table written through its pooled URL, one per transaction,
@@ -217,10 +223,12 @@ func pooledURL(ctx context.Context, p *e2eProc, key, prj string) (string, error)
 // move while one runs) change nothing. A move to node 3 whose staging fails (its staged standby killed
 // before it caught up) leaves the project serving on node 1 throughout, and nothing on node 3; one whose
 // cutover fails (the standby killed once caught up: node 1 paused, then node 3 cannot promote it) puts it
-// back on node 1, every acknowledged row there. POST .../move to node 2: the job's result says from node 1
-// to node 2 with the write pause, the staging time and an LSN; on node 2 every acknowledged row and every
-// row of before are there, the URLs name node 2's host, and node 1 keeps its directory aside
-// (instances/<id>.moved-*) with no server of it running. appliance cluster remove-node of node 2 (which
+// back on node 1, every acknowledged row there. Then crashes inside the pause (moveThroughTargetCrash,
+// moveThroughSourceCrash): node 3, the target, killed at its cutover — the move fails, the project serves
+// on node 1; node 1, the source, killed there — the move completes on node 3. POST .../move to node 2: the
+// job's result says from node 3 to node 2 with the write pause, the staging time and an LSN; on node 2
+// every acknowledged row and every row of before are there, the URLs name node 2's host, and node 3 keeps
+// its directory aside (instances/<id>.moved-*) with no server of it running. appliance cluster remove-node of node 2 (which
 // hosts the project now) with the project suspended refuses before anything moves and removes nothing;
 // with it active again it drains node 2 — the project moves to another node, its rows intact — and
 // removes it. First of all, a project never backed up moves to node 3 through a crash of its source
@@ -262,6 +270,7 @@ func TestClusterMove(t *testing.T) {
 	// aside) and nothing of the staged copy on node 3.
 	during := w.ackedThrough("127.0.0.1")
 	heldBefore := c.held("move-standby")
+	c.arm(t, "move-standby")
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
 	e2eEventually(t, 2*time.Minute, "node 3's staged standby running", func() (bool, string) {
 		n := c.held("move-standby")
@@ -278,6 +287,7 @@ func TestClusterMove(t *testing.T) {
 	for pid := range standby {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	c.release(t)
 	failed := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
 	if n := w.ackedThrough("127.0.0.1"); n <= during {
 		t.Fatalf("no row acknowledged through node 1's pooled URL while node 3 staged: %d then %d (last error: %s)", during, n, w.lastError())
@@ -309,6 +319,7 @@ func TestClusterMove(t *testing.T) {
 	// source pauses and then the target cannot promote it) puts the project back on node 1: it serves
 	// there again, every acknowledged row there, nothing left on node 3.
 	heldBefore = c.held("move-staged")
+	c.arm(t, "move-staged")
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
 	e2eEventually(t, 2*time.Minute, "node 3's staged standby caught up", func() (bool, string) {
 		n := c.held("move-staged")
@@ -321,6 +332,7 @@ func TestClusterMove(t *testing.T) {
 	for pid := range e2eProcsUnder(stages[0]) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
+	c.release(t)
 	failed = waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
 	if failed.State != "failed" || !strings.Contains(failed.Error, "rebuild on node "+c.nodes[2].ID+" failed") {
 		t.Fatalf("a move whose cutover fails: %s %q", failed.State, failed.Error)
@@ -343,8 +355,13 @@ func TestClusterMove(t *testing.T) {
 		t.Fatalf("a failed cutover left on node 3: %v", left)
 	}
 
+	// Crashes inside the pause: the target, then the source.
+	c.moveThroughTargetCrash(t, sess, w)
+	c.moveThroughSourceCrash(t, sess, w)
+	a2.waitRuntime(t, admin, prj, "active")
+
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusAccepted, &started)
-	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[2].ID}, http.StatusConflict, nil)
+	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[0].ID}, http.StatusConflict, nil)
 	e2eWants(t, "a second move while one runs", string(got), "being moved already")
 	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
 	if j.State != "completed" {
@@ -359,11 +376,11 @@ func TestClusterMove(t *testing.T) {
 		LSN          string   `json:"lsn"`
 		Warnings     []string `json:"warnings"`
 	}
-	if err := json.Unmarshal(j.Result, &res); err != nil || res.FromNode != c.nodes[0].ID || res.ToNode != c.nodes[1].ID || res.LSN == "" ||
+	if err := json.Unmarshal(j.Result, &res); err != nil || res.FromNode != c.nodes[2].ID || res.ToNode != c.nodes[1].ID || res.LSN == "" ||
 		res.WritePauseMS == nil || *res.WritePauseMS <= 0 || res.StagingMS == nil || *res.StagingMS <= 0 {
 		t.Fatalf("move's result: %v %s", err, j.Result)
 	}
-	t.Logf("moved from node 1 to node 2: write pause %d ms, staging %d ms (%s)", *res.WritePauseMS, *res.StagingMS, j.Result)
+	t.Logf("moved from node 3 to node 2: write pause %d ms, staging %d ms (%s)", *res.WritePauseMS, *res.StagingMS, j.Result)
 	e2eEventually(t, time.Minute, "rows written through node 2's pooled URL", func() (bool, string) {
 		n := w.ackedThrough("127.0.0.2")
 		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
@@ -384,18 +401,20 @@ func TestClusterMove(t *testing.T) {
 	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
 		t.Fatalf("rows of before the move on node 2: checksum %s, want %s", got, c.sum)
 	}
-	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".moved-*"))
 	if len(aside) != 1 {
-		t.Fatalf("instances/%s.moved-* on node 1: %v, want one", c.inst, aside)
+		t.Fatalf("instances/%s.moved-* on node 3: %v, want one", c.inst, aside)
 	}
 	if _, err := os.Stat(filepath.Join(aside[0], "pgdata", "PG_VERSION")); err != nil {
-		t.Fatalf("node 1's copy kept aside lost its data: %v", err)
+		t.Fatalf("node 3's copy kept aside lost its data: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(c.dirs[0], "instances", c.inst)); err == nil {
-		t.Fatalf("node 1 kept instances/%s in place", c.inst)
+	if _, err := os.Stat(filepath.Join(c.dirs[2], "instances", c.inst)); err == nil {
+		t.Fatalf("node 3 kept instances/%s in place", c.inst)
 	}
-	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
-		t.Fatalf("node 1 runs processes of the moved project: %v", left)
+	for _, d := range []string{c.dirs[0], c.dirs[2]} {
+		if left := e2eProcsUnder(filepath.Join(d, "instances", c.inst)); len(left) > 0 {
+			t.Fatalf("node %s runs processes of the moved project: %v", d, left)
+		}
 	}
 
 	// A project that cannot move (suspended) stops the drain before anything moves: nothing is removed.
@@ -435,6 +454,22 @@ func (c *moveCluster) held(step string) int {
 	return strings.Count(string(data), " "+step+"\n")
 }
 
+// arm makes node 3 hold its next move-ins at step (until c.release).
+func (c *moveCluster) arm(t *testing.T, step string) {
+	t.Helper()
+	if err := os.WriteFile(c.armFile, []byte(step+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// release lets a held move-in go on, and holds none after.
+func (c *moveCluster) release(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(c.armFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // moveUnbackedThroughACrash: the project that never had a base backup moves from node 1 to node 3 (the
 // move takes a fresh base backup first), and node 1, its source, is SIGKILLed while node 3 stages it (a
 // test build's hold at move-standby) and started again: the move job's retry goes on from where it was
@@ -451,6 +486,7 @@ func (c *moveCluster) moveUnbackedThroughACrash(t *testing.T, sess string) {
 	var started struct {
 		Job *e2eJob `json:"job"`
 	}
+	c.arm(t, "move-standby")
 	a3.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
 	e2eEventually(t, 3*time.Minute, "node 3's staged standby of the unbacked project running", func() (bool, string) {
 		n := c.held("move-standby")
@@ -458,6 +494,7 @@ func (c *moveCluster) moveUnbackedThroughACrash(t *testing.T, sess string) {
 	})
 	c.procs[0].stop(t, syscall.SIGKILL)
 	c.procs[0] = e2eStartWith(t, c.bin, c.dirs[0], c.env1, c.flags1)
+	c.release(t)
 	j := waitJobFor(t, a3, admin, started.Job.ID, restoreDeadline)
 	if j.State != "completed" {
 		w.finish()
@@ -552,4 +589,120 @@ func runCLIFails(t *testing.T, bin string, args ...string) string {
 		t.Fatalf("appliance %s succeeded, want a refusal:\n%s", strings.Join(args, " "), out)
 	}
 	return string(out)
+}
+
+// moveThroughTargetCrash: a move of the project from node 1 to node 3 whose target, node 3, is SIGKILLed
+// in the pause (held at move-cutover: node 1 fenced the project, archived its last WAL and stopped it),
+// then started again. The move-in had one attempt: node 3's restart fails it and removes the staged copy;
+// the move job, on node 1, puts the project back there and ends failed. The project serves on node 1 again
+// (its URL, every row acknowledged before and rows written after), node 3 holds nothing of it and runs
+// nothing of it, node 1 kept nothing aside.
+func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *writer) {
+	a2, admin, prj := c.procs[1], c.admin, c.prj
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	heldBefore := c.held("move-cutover")
+	c.arm(t, "move-cutover")
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 2*time.Minute, "node 3's move-in at its cutover (node 1 paused)", func() (bool, string) {
+		n := c.held("move-cutover")
+		return n > heldBefore, fmt.Sprint(n)
+	})
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
+		t.Fatalf("node 1 paused (the target at its cutover), yet processes of the project run there: %v", left)
+	}
+	c.procs[2].stop(t, syscall.SIGKILL)
+	c.release(t)
+	c.procs[2] = e2eStartWith(t, c.bin, c.dirs[2], c.env3, c.flags3)
+	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if j.State != "failed" || !strings.Contains(j.Error, "rebuild on node "+c.nodes[2].ID+" failed") {
+		t.Fatalf("a move whose target was killed in its cutover: %s %q", j.State, j.Error)
+	}
+	t.Logf("the move whose target was killed in the pause: %s", j.Error)
+	a2.waitRuntime(t, admin, prj, "active")
+	if u := a2.connections(t, admin, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
+		t.Fatalf("URL after the target's crash: %s, want node 1's", e2eRedact(u))
+	}
+	before := w.ackedThrough("127.0.0.1")
+	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after the target's crash", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.1")
+		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	w.mu.Lock()
+	acked := append([]int(nil), w.acked...)
+	w.mu.Unlock()
+	checkRows(t, a2.connections(t, admin, prj).DirectURL, acked)
+	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+"*")); len(left) != 0 {
+		t.Fatalf("the target's crash in the cutover left on node 3: %v", left)
+	}
+	if left := e2eProcsUnder(filepath.Join(c.dirs[2], "instances", c.inst)); len(left) > 0 {
+		t.Fatalf("node 3 runs processes of the project after its crash in the cutover: %v", left)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".*")); len(aside) != 0 {
+		t.Fatalf("a failed move kept node 1's directory aside: %v", aside)
+	}
+	// The unbacked project node 3 hosts serves again after its restart.
+	a2.waitRuntime(t, admin, c.unbacked, "active")
+}
+
+// moveThroughSourceCrash: a move of the project from node 1 to node 3 whose source, node 1, is SIGKILLed
+// after its pause (fenced, last WAL archived, stopped) while node 3 holds at its cutover, and started
+// again: node 1 does not start the project (its move paused it), node 3, released, promotes its copy and
+// opens the project, and the move job's retry on node 1 keeps node 1's directory aside and completes. The
+// project serves on node 3 with every row of before and every row acknowledged, node 1 runs nothing of it,
+// nothing of the staging is left on node 3.
+func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *writer) {
+	a2, admin, prj := c.procs[1], c.admin, c.prj
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	heldBefore := c.held("move-cutover")
+	c.arm(t, "move-cutover")
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 2*time.Minute, "node 3's move-in at its cutover (node 1 paused)", func() (bool, string) {
+		n := c.held("move-cutover")
+		return n > heldBefore, fmt.Sprint(n)
+	})
+	c.procs[0].stop(t, syscall.SIGKILL)
+	c.procs[0] = e2eStartWith(t, c.bin, c.dirs[0], c.env1, c.flags1)
+	// Node 1 is up (its instances adopted) while node 3 still holds: the paused project is not started.
+	staged, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*"))
+	stillHeld := len(staged) == 1 // the cutover hands the staged copy over
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
+		t.Fatalf("node 1, started again in the move's pause, runs processes of the project: %v", left)
+	}
+	c.release(t)
+	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	if j.State != "completed" {
+		t.Fatalf("the move whose source was killed in the pause: %s %q (attempts %d)", j.State, j.Error, j.Attempts)
+	}
+	t.Logf("the move whose source was killed in the pause (node 1 back while node 3 held: %v; attempts %d): %s", stillHeld, j.Attempts, j.Result)
+	a2.waitRuntime(t, admin, prj, "active")
+	conn := a2.connections(t, admin, prj)
+	if pu, err := url.Parse(conn.PooledURL); err != nil || pu.Hostname() != "127.0.0.3" {
+		t.Fatalf("URL after the move through the source's crash: %v %s, want node 3's", err, e2eRedact(conn.PooledURL))
+	}
+	e2eEventually(t, time.Minute, "rows written through node 3's pooled URL", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.3")
+		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	w.mu.Lock()
+	acked := append([]int(nil), w.acked...)
+	w.mu.Unlock()
+	checkRows(t, conn.DirectURL, acked)
+	if got := recoverChecksum(t, conn.DirectURL); got != c.sum {
+		t.Fatalf("rows of before the move on node 3: checksum %s, want %s", got, c.sum)
+	}
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
+	if len(aside) != 1 {
+		all, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+"*"))
+		t.Fatalf("instances/%s.moved-* on node 1: %v, want one (node 1 holds %v)", c.inst, aside, all)
+	}
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of the moved project: %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*")); len(left) != 0 {
+		t.Fatalf("staged copies left on node 3: %v", left)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/theappliance/appliance/appliance/cgroups"
 	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
+	"github.com/theappliance/appliance/appliance/moves"
 	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/appliance/postgres"
 	"github.com/theappliance/appliance/appliance/previews"
@@ -313,6 +314,13 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			// a stale copy of one (restored elsewhere while this node was away) is fenced.
 			if owner := store.ProjectNode(tx, prj); s.cfg.NodeID != "" && owner != s.cfg.NodeID {
 				fenced, owners[prj.ID] = append(fenced, pair{in, prj}), owner
+				continue
+			}
+			// This node's, paused by a move (the node crashed in the pause or the cutover): its move job's
+			// retry resumes it or leaves it to the target; a start here would serve a copy the target's
+			// promotion discards.
+			if s.cfg.NodeID != "" && moves.PausedBy(tx, prj.ID) {
+				s.log.Warn("adoption: not started, a move paused it (its move job resumes it or the target opens it)", "project", prj.ID, "instance", in.ID)
 				continue
 			}
 			// This node's, but its copy here is older than the project's placement (moved away and back

@@ -106,7 +106,10 @@ func ensureRoles(ctx context.Context, conn *pgx.Conn, prj *store.Project, cred C
 		"REVOKE pg_monitor FROM "+role,
 		"GRANT pg_read_all_settings TO "+role,
 	)
-	if _, err := conn.Exec(ctx, strings.Join(stmts, "; ")); err != nil {
+	// Run again when another session updated a role's row meanwhile (tuple concurrently updated): the
+	// storage guard applies its lock (ALTER ROLE) the first time it sees a server, which for a rebuilt
+	// or moved-in instance is as it starts; every statement here is idempotent.
+	if err := postgres.ExecCatalog(ctx, conn, strings.Join(stmts, "; ")); err != nil {
 		return fmt.Errorf("set the logins and configure roles: %w", err)
 	}
 	ok, err := exists("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", prj.DatabaseName)

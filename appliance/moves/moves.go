@@ -328,6 +328,20 @@ func StagingOn(tx *store.Tx, prj *store.Project) string {
 	return pl.To
 }
 
+// PausedBy tells whether a running move paused the project on its node (the source): its writes stopped
+// and its server stopped or stopping, the move job (retried after a crash) deciding what comes next: a
+// pause it did not finish is undone (the source serves again), a finished one is the target's cutover
+// (the project opens there, or, that failing, here again). A node starting does not start such a
+// project's server: it would take writes (or, fenced, at least WAL) the target's copy never sees.
+func PausedBy(tx *store.Tx, projectID string) bool {
+	if tx.Meta(metaPrefix+projectID) == "" {
+		return false
+	}
+	var rec records
+	raw := tx.Meta(recordsPrefix + projectID)
+	return raw != "" && json.Unmarshal([]byte(raw), &rec) == nil && !rec.PausedAt.IsZero()
+}
+
 // enqueue enqueues prj's move to node (on its node) and marks it running.
 func (s *Service) enqueue(tx *store.Tx, prj *store.Project, node string) (*store.Job, error) {
 	j, err := s.host.Enqueue(tx, prj, JobMove, prj.ID, movePayload{To: node})
@@ -400,14 +414,20 @@ var (
 	waitPaused  = time.Minute
 	errAbandons = errors.New("the move was abandoned")
 	holdStep    = 10 * time.Second
+	// holdCutover bounds the test builds' hold at StepCutover: the source paused there, and a test kills
+	// and starts again a node meanwhile (it releases the hold once done).
+	holdCutover = 30 * time.Second
 )
 
-// Job steps (JobStepHook) of a move-in at which a test build may hold it, up to 10 s or until its staged
-// standby stops running (a test kills it there): StepStandby once the standby runs, before the source is
-// told; StepStaged once it caught up, before the source is told (and pauses).
+// Job steps (JobStepHook) of a move-in at which a test build may hold it, up to 10 s (StepCutover 30 s),
+// until the test releases it, or until its staged standby stops running (a test kills it there):
+// StepStandby once the standby runs, before the source is told; StepStaged once it caught up, before the
+// source is told (and pauses); StepCutover once the source paused (fenced, last WAL archived, server
+// stopped), before the copy's last replay and promotion.
 const (
 	StepStandby = "move-standby"
 	StepStaged  = "move-staged"
+	StepCutover = "move-cutover"
 )
 
 // moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
@@ -874,6 +894,7 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	// handed to the rebuild: its data directory moved in, started on the project's ports, records here.
 	_ = run.Progress(map[string]any{"step": "cutover", "lsn": c.PausedLSN})
 	told := time.Now()
+	s.holdFor(ctx, holdCutover, run.Job.ID, StepCutover, id, pl.Key)
 	if _, err := s.waitReplay(ctx, id, pl.Key, c.PausedLSN, waitPaused); err != nil {
 		return nil, fmt.Errorf("the staged copy did not replay up to the position the source paused at (%s): %w", c.PausedLSN, err)
 	}
@@ -901,7 +922,12 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 // hold calls the job-step hook of test builds at step, which may hold the job: at most holdStep, and no
 // longer than the staged standby runs (a test kills it there). A release build's returns at once.
 func (s *Service) hold(ctx context.Context, jobID, step, projectID, key string) {
-	hctx, cancel := context.WithTimeout(ctx, holdStep)
+	s.holdFor(ctx, holdStep, jobID, step, projectID, key)
+}
+
+// holdFor is hold with its bound.
+func (s *Service) holdFor(ctx context.Context, limit time.Duration, jobID, step, projectID, key string) {
+	hctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	go func() {
 		for hctx.Err() == nil {

@@ -37,9 +37,14 @@ type testSleepResult struct {
 // TestJobPauseEnv names a job step (see appliance.JobStepHook; several: a comma-separated list) at which
 // every restore or cutover job of a test build stops: it appends "<job id> <step>" to the file TestJobPauseMarkerEnv names, then blocks
 // until the process stops, so that a test can SIGKILL the appliance at exactly that moment.
+//
+// TestJobPauseArmEnv, when set, names a file that arms the steps: a job stops only at a step the file has
+// a line of, and goes on as soon as the test removes that line (it has done what it held the job for),
+// or when the step's own bound ends (the hook's context); steps it does not list pass at once.
 const (
 	TestJobPauseEnv       = "APPLIANCE_TEST_JOB_PAUSE"
 	TestJobPauseMarkerEnv = "APPLIANCE_TEST_JOB_PAUSE_MARKER"
+	TestJobPauseArmEnv    = "APPLIANCE_TEST_JOB_PAUSE_ARM"
 )
 
 // testJobStepHook is the service's job-step hook (Deps.JobStepHook): nil unless TestJobPauseEnv names a
@@ -49,17 +54,33 @@ func testJobStepHook() appliance.JobStepHook {
 	if step == "" {
 		return nil
 	}
-	marker := os.Getenv(TestJobPauseMarkerEnv)
+	marker, arm := os.Getenv(TestJobPauseMarkerEnv), os.Getenv(TestJobPauseArmEnv)
 	steps := strings.Split(step, ",") // several steps: a comma-separated list
 	return func(ctx context.Context, jobID, at string) {
-		if !slices.Contains(steps, at) {
+		if !slices.Contains(steps, at) || arm != "" && !armed(arm, at) {
 			return
 		}
 		if marker != "" {
 			appendLine(marker, jobID+" "+at)
 		}
-		<-ctx.Done()
+		if arm == "" {
+			<-ctx.Done()
+			return
+		}
+		for armed(arm, at) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
+}
+
+// armed tells whether the arm file at path has a line step.
+func armed(path, step string) bool {
+	b, err := os.ReadFile(path)
+	return err == nil && slices.Contains(strings.Split(string(b), "\n"), step)
 }
 
 func registerTestHooks(runner *scheduler.Runner) {

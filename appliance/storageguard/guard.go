@@ -167,6 +167,12 @@ func (g *Guard) pass(ctx context.Context, apply func(prjID, instID, lock string,
 			return err
 		}
 		for _, p := range prjs {
+			// In a cluster, the projects this node hosts: another node's server is not this one's to measure
+			// or lock (its database files are on that node; a loopback port of its record may even reach it
+			// when the nodes share a machine, and its lock raced that node's own work on the server).
+			if !store.Local(tx, p) {
+				continue
+			}
 			if suspended, err := store.Suspended(tx, p.OrganizationID); err != nil {
 				return err
 			} else if suspended { // its server is stopped until the organization resumes: nothing grows
