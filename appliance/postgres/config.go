@@ -119,14 +119,20 @@ func DefaultPreloadLibraries(b Binaries) []string {
 // effect on a reload, without a restart.
 const DiscardArchiveCommand = "true"
 
-// CopyArchiveCommand is the archive_command copying each WAL segment into dir, refusing to overwrite a
-// segment already archived. dir must not contain a single quote (it is quoted for sh).
+// CopyArchiveCommand is the archive_command copying each WAL segment into dir: copied to a hidden
+// temporary name and renamed into place (a copy cut off leaves no partial segment under the segment's
+// name), never overwriting a segment already archived. A segment archived already with the same bytes
+// answers success, as PostgreSQL's documentation advises: a server archives again what it archived
+// before its status was recorded (a crash, a rollback to an older copy of its directory), and refusing
+// would stop its archiving for good. Different bytes under the name still fail. dir must not contain a
+// single quote (it is quoted for sh).
 func CopyArchiveCommand(dir string) (string, error) {
 	if strings.ContainsAny(dir, "'\n\r\x00") {
 		return "", fmt.Errorf("archive directory %q contains a quote or a control character", dir)
 	}
-	q := "'" + strings.ReplaceAll(dir, "%", "%%") + "/%f'" // % is PostgreSQL's escape in archive_command
-	return "test ! -f " + q + " && cp %p " + q, nil
+	d := strings.ReplaceAll(dir, "%", "%%") // % is PostgreSQL's escape in archive_command
+	q, tmp := "'"+d+"/%f'", "'"+d+"/.%f.tmp'"
+	return "if test -f " + q + "; then cmp -s %p " + q + "; else cp %p " + tmp + " && mv " + tmp + " " + q + "; fi", nil
 }
 
 var libraryName = regexp.MustCompile(`^[A-Za-z0-9_]+$`)

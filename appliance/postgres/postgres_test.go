@@ -951,8 +951,42 @@ func TestCopyArchiveCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "test ! -f '/data/a 100%%/wal/%f' && cp %p '/data/a 100%%/wal/%f'"; got != want {
+	if want := "if test -f '/data/a 100%%/wal/%f'; then cmp -s %p '/data/a 100%%/wal/%f'; else cp %p '/data/a 100%%/wal/.%f.tmp' && mv '/data/a 100%%/wal/.%f.tmp' '/data/a 100%%/wal/%f'; fi"; got != want {
 		t.Errorf("got %s\nwant %s", got, want)
+	}
+	// Run by sh as PostgreSQL runs it (%p, %f and %% replaced): a new segment is copied, the same bytes
+	// again succeed, other bytes under its name fail and leave the archived segment as it was.
+	dir := filepath.Join(t.TempDir(), "a 100%")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := CopyArchiveCommand(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "000000010000000000000001")
+	run := func(content string) error {
+		if err := os.WriteFile(src, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		line := strings.NewReplacer("%p", src, "%f", filepath.Base(src), "%%", "%").Replace(cmd)
+		return exec.Command("sh", "-c", line).Run()
+	}
+	archived := filepath.Join(dir, filepath.Base(src))
+	if err := run("segment one"); err != nil {
+		t.Fatalf("a new segment: %v", err)
+	}
+	if err := run("segment one"); err != nil {
+		t.Errorf("the same segment archived again: %v", err)
+	}
+	if err := run("other bytes"); err == nil {
+		t.Error("other bytes under an archived segment's name were accepted")
+	}
+	if b, err := os.ReadFile(archived); err != nil || string(b) != "segment one" {
+		t.Errorf("the archived segment: %q %v", b, err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 	if _, err := CopyArchiveCommand("/data/it's"); err == nil {
 		t.Error("a quote was accepted")
