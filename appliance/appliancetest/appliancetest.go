@@ -199,7 +199,7 @@ func New(t testing.TB, o Options) *Env {
 		DataDir: dir, Ports: ports, Spares: o.Spares, Outbound: pol, Ephemeral: o.Ephemeral, Webhooks: o.Webhooks,
 		BackupCache: o.BackupCache, LogArchiveDays: o.LogArchiveDays, ServerLimits: o.ServerLimits,
 		ProgramApplicationRate: o.ProgramApplicationRate, IntegrationBaseURLs: o.IntegrationBaseURLs, IntegrationOAuth: o.IntegrationOAuth,
-		NodeID: o.NodeID}
+		NodeID: o.NodeID, TemplateDir: templateDir(t)}
 	// The key-value fronts' listeners are bound first, as up does, so that StartKVFronts can run them and
 	// the credentials the service hands out name them (real URLs, as the API documents them).
 	cfg.KVFront = e.bindKVFronts(t)
@@ -358,6 +358,20 @@ const (
 	portsFirst = 20000
 	portsLast  = 32767
 )
+
+// templateDir is the initdb templates' directory (Config.TemplateDir) of every Env on this machine, as up
+// keeps one per data directory: the first instance of a kind (binaries, OS user) runs initdb and keeps its
+// result there, every later one, in any test and any test process, copies it (postgres.Instance.TemplateDir
+// says how a copy is made its own cluster). Templates are keyed by the binaries, so a changed installation
+// makes new ones. Without it every provision of every test ran initdb.
+func templateDir(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "appliance-test-initdb-templates")
+	if err := postgres.CheckTemplateDir(dir); err != nil {
+		t.Fatalf("the initdb templates' directory: %v", err)
+	}
+	return dir
+}
 
 // freeRange reserves a port range of at least n ports for the test's Env until the test ends. A range is
 // held by flock on one file per block under the temp dir, so Envs in parallel tests and in other test
