@@ -39,7 +39,10 @@ func upgradeTarget(t *testing.T, e *appliancetest.Env) {
 }
 
 // writer inserts rows through a URL until stopped, reconnecting after errors, and keeps the numbers of the
-// rows whose INSERT was acknowledged.
+// rows whose INSERT was acknowledged. It writes every writerPace, and tries again writerRetry after a
+// failed connect or write: a steady stream through the whole upgrade (hundreds of rows, every one
+// checked), where an unpaced writer made tens of thousands and, while the server was down, spun on
+// refused connections (two thirds of the test process's CPU).
 type writer struct {
 	url    string
 	mu     sync.Mutex
@@ -51,20 +54,40 @@ type writer struct {
 	done   chan struct{}
 }
 
+// writerPace is the writer's time between writes, writerRetry its wait after a failure.
+const writerPace, writerRetry = 5 * time.Millisecond, 20 * time.Millisecond
+
 func startWriter(t *testing.T, url string) *writer {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &writer{url: url, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		var conn *pgx.Conn
+		pace := time.NewTicker(writerPace)
+		defer pace.Stop()
+		failed := false
 		for n := 1; ctx.Err() == nil; n++ {
-			if conn == nil {
-				cfg, err := pgx.ParseConfig(url)
-				if err != nil {
-					return
+			if failed {
+				select {
+				case <-ctx.Done():
+				case <-time.After(writerRetry):
 				}
-				cfg.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-				if conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
+			} else if n > 1 {
+				select {
+				case <-ctx.Done():
+				case <-pace.C:
+				}
+			}
+			failed = true
+			if conn == nil {
+				var err error
+				if conn, err = pgx.ConnectConfig(ctx, cfg.Copy()); err != nil {
 					conn = nil
 					w.mu.Lock()
 					w.errs++
@@ -80,6 +103,7 @@ func startWriter(t *testing.T, url string) *writer {
 				w.mu.Unlock()
 				continue
 			}
+			failed = false
 			w.mu.Lock()
 			w.acked = append(w.acked, n)
 			if now := time.Now(); !w.last.IsZero() && now.Sub(w.last) > w.gap {
