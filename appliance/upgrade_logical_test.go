@@ -345,19 +345,4 @@ func TestMajorUpgradeByLogicalReplication(t *testing.T) {
 		t.Fatalf("an export on 17 without its client tools: %v", err)
 	}
 
-	// Deleting a project whose upgrade awaits confirm removes both servers.
-	other := provision(t, e, p, "upgrade-delete", "development")
-	res, err = e.Svc.Upgrades().Major(t.Context(), p, other.ID, 17)
-	runJob(t, e, res, err)
-	pending := instanceOf(t, e, other)
-	if pending.PreviousPort == 0 {
-		t.Fatalf("instance of the second upgrade: %+v", pending)
-	}
-	del, err := e.Svc.DeleteProject(t.Context(), p, other.ID, "")
-	runJob(t, e, del, err)
-	for _, dir := range []string{pending.Dir, pending.PreviousDir} {
-		if _, err := os.Stat(dir); !os.IsNotExist(err) {
-			t.Errorf("%s after the project's deletion: %v", dir, err)
-		}
-	}
 }

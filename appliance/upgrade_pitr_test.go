@@ -1,6 +1,7 @@
 package appliance_test
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,8 @@ import (
 // TestMajorUpgradePITRRightAfterTheCutover: the point-in-time window of the new cluster of a logical
 // upgrade opens before its cutover (its WAL archived from its creation, a base backup of it taken during
 // the catch-up), so a write made on 17 just after the cutover, before any later backup, is restored by a
-// restore to its time (on 17), and a time before the upgrade still brings back 15.
+// restore to its time (on 17), and a time before the upgrade still brings back 15. Upgraded again from
+// there, the project is deleted while the upgrade awaits confirm: both servers' directories go.
 func TestMajorUpgradePITRRightAfterTheCutover(t *testing.T) {
 	t.Parallel()
 	e, p := realEnv(t)
@@ -109,7 +111,17 @@ func TestMajorUpgradePITRRightAfterTheCutover(t *testing.T) {
 	if got := rows(); got != "a,b on 17" {
 		t.Fatalf("upgraded again: %s", got)
 	}
-	if inst := instanceOf(t, e, prj); inst.Dir != on15.Dir+"-"+again.ID || inst.PreviousDir != on15.Dir {
-		t.Fatalf("the instance upgraded again: %+v", inst)
+	pending := instanceOf(t, e, prj)
+	if pending.Dir != on15.Dir+"-"+again.ID || pending.PreviousDir != on15.Dir {
+		t.Fatalf("the instance upgraded again: %+v", pending)
+	}
+
+	// Deleting a project whose upgrade awaits confirm removes both servers.
+	del, err := e.Svc.DeleteProject(ctx, p, prj.ID, "")
+	runJob(t, e, del, err)
+	for _, dir := range []string{pending.Dir, pending.PreviousDir} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s after the project's deletion: %v", dir, err)
+		}
 	}
 }
