@@ -1,15 +1,18 @@
 package appliance_test
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
-// TestMain installs what the tests run when it is missing (see testtools).
+// TestMain installs what the tests run when it is missing (see testtools), and removes the process's
+// initdb templates (appliancetest) after the tests.
 //
 // The S3 client's retries wait less between tries here (20 ms growing to 100 ms, not 200 ms to 1 s): the
 // tests' bucket is a local server that is up or killed, never slow, and a request to a killed one was
@@ -17,5 +20,8 @@ import (
 // down took 55 s). The number of tries is the client's own.
 func TestMain(m *testing.M) {
 	minio.DefaultRetryUnit, minio.DefaultRetryCap = 20*time.Millisecond, 100*time.Millisecond
-	testtools.Main(m, testtools.Versitygw)
+	testtools.Ready(testtools.Versitygw)
+	code := m.Run()
+	appliancetest.RemoveTemplates()
+	os.Exit(code)
 }

@@ -359,18 +359,48 @@ const (
 	portsLast  = 32767
 )
 
-// templateDir is the initdb templates' directory (Config.TemplateDir) of every Env on this machine, as up
-// keeps one per data directory: the first instance of a kind (binaries, OS user) runs initdb and keeps its
-// result there, every later one, in any test and any test process, copies it (postgres.Instance.TemplateDir
-// says how a copy is made its own cluster). Templates are keyed by the binaries, so a changed installation
-// makes new ones. Without it every provision of every test ran initdb.
+// templateDir is the initdb templates' directory (Config.TemplateDir) of every Env of this test process,
+// as up keeps one per data directory: the first instance of a kind (binaries, OS user) runs initdb and
+// keeps its result there, every later one, in any test of the process, copies it (postgres.Instance.
+// TemplateDir says how a copy is made its own cluster). Without it every provision of every test ran
+// initdb. It is the process's own (templates are keyed by the binaries' paths, and the other majors the
+// tests install live in each Env's directory): RemoveTemplates removes it at the end of a TestMain, and
+// the first Env of a later process removes those of processes that are gone.
 func templateDir(t testing.TB) string {
 	t.Helper()
-	dir := filepath.Join(os.TempDir(), "appliance-test-initdb-templates")
-	if err := postgres.CheckTemplateDir(dir); err != nil {
+	dir, err := processTemplates()
+	if err != nil {
 		t.Fatalf("the initdb templates' directory: %v", err)
 	}
 	return dir
+}
+
+var processTemplates = sync.OnceValues(func() (string, error) {
+	root := filepath.Join(os.TempDir(), "appliance-test-initdb-templates")
+	if err := postgres.CheckTemplateDir(root); err != nil {
+		return "", err
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return "", err
+	}
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("/proc", en.Name())); os.IsNotExist(err) {
+			os.RemoveAll(filepath.Join(root, en.Name())) // a process that is gone: nobody copies from it
+		}
+	}
+	dir := filepath.Join(root, strconv.Itoa(os.Getpid()))
+	return dir, postgres.CheckTemplateDir(dir)
+})
+
+// RemoveTemplates removes this process's initdb templates, for a TestMain once its tests ran (every Env
+// is gone then; what a template still being kept in the background leaves, the next process removes).
+func RemoveTemplates() {
+	os.RemoveAll(filepath.Join(os.TempDir(), "appliance-test-initdb-templates", strconv.Itoa(os.Getpid())))
 }
 
 // freeRange reserves a port range of at least n ports for the test's Env until the test ends. A range is
