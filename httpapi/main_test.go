@@ -1,10 +1,18 @@
 package httpapi
 
 import (
+	"os"
 	"testing"
 
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
-// TestMain installs what the tests run when it is missing (see testtools).
-func TestMain(m *testing.M) { testtools.Main(m, testtools.StripeMock) }
+// TestMain installs what the tests run when it is missing (see testtools), and removes the process's
+// initdb templates (appliancetest) after the tests.
+func TestMain(m *testing.M) {
+	testtools.Ready(testtools.StripeMock)
+	code := m.Run()
+	appliancetest.RemoveTemplates()
+	os.Exit(code)
+}
