@@ -1,7 +1,6 @@
 package appliance_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -20,8 +19,5 @@ import (
 // down took 55 s). The number of tries is the client's own.
 func TestMain(m *testing.M) {
 	minio.DefaultRetryUnit, minio.DefaultRetryCap = 20*time.Millisecond, 100*time.Millisecond
-	testtools.Ready(testtools.Versitygw)
-	code := m.Run()
-	appliancetest.RemoveTemplates()
-	os.Exit(code)
+	appliancetest.Main(m, testtools.Versitygw)
 }

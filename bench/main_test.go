@@ -4,14 +4,16 @@ import (
 	"os"
 	"testing"
 
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
-// TestMain installs what the tests run when it is missing (see testtools). Run with frontChildEnv, the
+// TestMain installs what the tests run when it is missing (see testtools), and removes the process's
+// initdb templates (appliancetest) after the tests. Run with frontChildEnv, the
 // binary is the kv front's own process of BenchmarkKVRESPvsHAProxy instead.
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(frontChildEnv); dir != "" {
 		os.Exit(runFrontChild(dir))
 	}
-	testtools.Main(m, testtools.Versitygw)
+	appliancetest.Main(m, testtools.Versitygw)
 }

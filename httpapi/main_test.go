@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"os"
 	"testing"
 
 	"github.com/theappliance/appliance/appliance/appliancetest"
@@ -10,9 +9,4 @@ import (
 
 // TestMain installs what the tests run when it is missing (see testtools), and removes the process's
 // initdb templates (appliancetest) after the tests.
-func TestMain(m *testing.M) {
-	testtools.Ready(testtools.StripeMock)
-	code := m.Run()
-	appliancetest.RemoveTemplates()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { appliancetest.Main(m, testtools.StripeMock) }

@@ -38,6 +38,7 @@ import (
 	"github.com/theappliance/appliance/appliance/integrations/provider"
 	"github.com/theappliance/appliance/appliance/outbound"
 	"github.com/theappliance/appliance/appliance/postgres"
+	"github.com/theappliance/appliance/appliance/testtools"
 	"github.com/theappliance/appliance/kvproxy"
 	"github.com/theappliance/appliance/scheduler"
 	"github.com/theappliance/appliance/scheduler/lane"
@@ -401,6 +402,15 @@ var processTemplates = sync.OnceValues(func() (string, error) {
 // is gone then; what a template still being kept in the background leaves, the next process removes).
 func RemoveTemplates() {
 	os.RemoveAll(filepath.Join(os.TempDir(), "appliance-test-initdb-templates", strconv.Itoa(os.Getpid())))
+}
+
+// Main is the TestMain of a package whose tests make Envs: testtools.Ready (the machine readied, with
+// programs), the tests, then RemoveTemplates.
+func Main(m *testing.M, programs ...testtools.GoProgram) {
+	testtools.Ready(programs...)
+	code := m.Run()
+	RemoveTemplates()
+	os.Exit(code)
 }
 
 // freeRange reserves a port range of at least n ports for the test's Env until the test ends. A range is
