@@ -392,7 +392,11 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		// (whose event sets it back to active).
 		if _, running, _ := s.eng.Instance(p.inst).Status(); !running {
 			s.setRuntime(p.prj.ID, RuntimeRestarting)
-			starting = append(starting, p)
+			// Waited for below, unless its data directory is away: a restore interrupted in its swap (its
+			// retry puts the data back or in) — no start serves before that job runs, after the wait.
+			if _, err := os.Stat(filepath.Join(s.eng.Instance(p.inst).DataDir(), "PG_VERSION")); err == nil {
+				starting = append(starting, p)
+			}
 		} else if p.prj.State == ProjectActive {
 			if err := s.bringUpToDate(ctx, p.inst, p.prj); err != nil {
 				s.log.Warn("bring an adopted instance up to date", "project", p.prj.ID, "err", err)
