@@ -177,6 +177,21 @@ func startWriter(p *e2eProc, key, prj string) *writer {
 }
 
 // ackedThrough is how many rows were acknowledged through a pooled URL naming host.
+// servesOnNode1 waits, after a move that failed (what), until the project is active with node 1's URL
+// and takes writes there again: 20 more rows acknowledged through node 1's pooled URL.
+func servesOnNode1(t *testing.T, p *e2eProc, key, prj string, w *writer, what string) {
+	t.Helper()
+	p.waitRuntime(t, key, prj, "active")
+	if u := p.connections(t, key, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
+		t.Fatalf("URL after %s: %s, want node 1's", what, e2eRedact(u))
+	}
+	before := w.ackedThrough("127.0.0.1")
+	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after "+what, func() (bool, string) {
+		n := w.ackedThrough("127.0.0.1")
+		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+}
+
 func (w *writer) ackedThrough(host string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -296,15 +311,7 @@ func TestClusterMove(t *testing.T) {
 		t.Fatalf("a move whose staging fails: %s %q", failed.State, failed.Error)
 	}
 	t.Logf("the failed move: %s", failed.Error)
-	a2.waitRuntime(t, admin, prj, "active")
-	if u := a2.connections(t, admin, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
-		t.Fatalf("URL after a failed move: %s, want node 1's", e2eRedact(u))
-	}
-	before := w.ackedThrough("127.0.0.1")
-	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after the failed move", func() (bool, string) {
-		n := w.ackedThrough("127.0.0.1")
-		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
-	})
+	servesOnNode1(t, a2, admin, prj, w, "a failed move")
 	if aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*")); len(aside) != 0 {
 		t.Fatalf("a failed move kept node 1's directory aside: %v", aside)
 	}
@@ -338,15 +345,7 @@ func TestClusterMove(t *testing.T) {
 		t.Fatalf("a move whose cutover fails: %s %q", failed.State, failed.Error)
 	}
 	t.Logf("the move failed in its cutover: %s", failed.Error)
-	a2.waitRuntime(t, admin, prj, "active")
-	if u := a2.connections(t, admin, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
-		t.Fatalf("URL after a failed cutover: %s, want node 1's", e2eRedact(u))
-	}
-	before = w.ackedThrough("127.0.0.1")
-	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after the failed cutover", func() (bool, string) {
-		n := w.ackedThrough("127.0.0.1")
-		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
-	})
+	servesOnNode1(t, a2, admin, prj, w, "a failed cutover")
 	w.mu.Lock()
 	ackedSoFar := append([]int(nil), w.acked...)
 	w.mu.Unlock()
@@ -620,15 +619,7 @@ func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *write
 		t.Fatalf("a move whose target was killed in its cutover: %s %q", j.State, j.Error)
 	}
 	t.Logf("the move whose target was killed in the pause: %s", j.Error)
-	a2.waitRuntime(t, admin, prj, "active")
-	if u := a2.connections(t, admin, prj).PooledURL; !strings.Contains(u, "@127.0.0.1:") {
-		t.Fatalf("URL after the target's crash: %s, want node 1's", e2eRedact(u))
-	}
-	before := w.ackedThrough("127.0.0.1")
-	e2eEventually(t, time.Minute, "rows written through node 1's pooled URL after the target's crash", func() (bool, string) {
-		n := w.ackedThrough("127.0.0.1")
-		return n >= before+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
-	})
+	servesOnNode1(t, a2, admin, prj, w, "the target's crash")
 	w.mu.Lock()
 	acked := append([]int(nil), w.acked...)
 	w.mu.Unlock()
