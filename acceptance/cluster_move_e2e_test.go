@@ -590,6 +590,23 @@ func runCLIFails(t *testing.T, bin string, args ...string) string {
 	return string(out)
 }
 
+// moveHeldAtCutover starts a move of the project from node 1 to node 3 (through node 2) and returns its
+// job's ID once node 3's move-in holds at its cutover: node 1 paused, fenced and stopped.
+func (c *moveCluster) moveHeldAtCutover(t *testing.T, sess string) string {
+	t.Helper()
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	heldBefore := c.held("move-cutover")
+	c.arm(t, "move-cutover")
+	c.procs[1].do(t, sess, http.MethodPost, "/v1/projects/"+c.prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 2*time.Minute, "node 3's move-in at its cutover (node 1 paused)", func() (bool, string) {
+		n := c.held("move-cutover")
+		return n > heldBefore, fmt.Sprint(n)
+	})
+	return started.Job.ID
+}
+
 // moveThroughTargetCrash: a move of the project from node 1 to node 3 whose target, node 3, is SIGKILLed
 // in the pause (held at move-cutover: node 1 fenced the project, archived its last WAL and stopped it),
 // then started again. The move-in had one attempt: node 3's restart fails it and removes the staged copy;
@@ -598,23 +615,14 @@ func runCLIFails(t *testing.T, bin string, args ...string) string {
 // nothing of it, node 1 kept nothing aside.
 func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *writer) {
 	a2, admin, prj := c.procs[1], c.admin, c.prj
-	var started struct {
-		Job *e2eJob `json:"job"`
-	}
-	heldBefore := c.held("move-cutover")
-	c.arm(t, "move-cutover")
-	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
-	e2eEventually(t, 2*time.Minute, "node 3's move-in at its cutover (node 1 paused)", func() (bool, string) {
-		n := c.held("move-cutover")
-		return n > heldBefore, fmt.Sprint(n)
-	})
+	moveID := c.moveHeldAtCutover(t, sess)
 	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
 		t.Fatalf("node 1 paused (the target at its cutover), yet processes of the project run there: %v", left)
 	}
 	c.procs[2].stop(t, syscall.SIGKILL)
 	c.release(t)
 	c.procs[2] = e2eStartWith(t, c.bin, c.dirs[2], c.env3, c.flags3)
-	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	j := waitJobFor(t, a2, admin, moveID, restoreDeadline)
 	if j.State != "failed" || !strings.Contains(j.Error, "rebuild on node "+c.nodes[2].ID+" failed") {
 		t.Fatalf("a move whose target was killed in its cutover: %s %q", j.State, j.Error)
 	}
@@ -645,16 +653,7 @@ func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *write
 // nothing of the staging is left on node 3.
 func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *writer) {
 	a2, admin, prj := c.procs[1], c.admin, c.prj
-	var started struct {
-		Job *e2eJob `json:"job"`
-	}
-	heldBefore := c.held("move-cutover")
-	c.arm(t, "move-cutover")
-	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
-	e2eEventually(t, 2*time.Minute, "node 3's move-in at its cutover (node 1 paused)", func() (bool, string) {
-		n := c.held("move-cutover")
-		return n > heldBefore, fmt.Sprint(n)
-	})
+	moveID := c.moveHeldAtCutover(t, sess)
 	c.procs[0].stop(t, syscall.SIGKILL)
 	c.procs[0] = e2eStartWith(t, c.bin, c.dirs[0], c.env1, c.flags1)
 	// Node 1 is up (its instances adopted) while node 3 still holds: the paused project is not started.
@@ -664,7 +663,7 @@ func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *write
 		t.Fatalf("node 1, started again in the move's pause, runs processes of the project: %v", left)
 	}
 	c.release(t)
-	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	j := waitJobFor(t, a2, admin, moveID, restoreDeadline)
 	if j.State != "completed" {
 		t.Fatalf("the move whose source was killed in the pause: %s %q (attempts %d)", j.State, j.Error, j.Attempts)
 	}
