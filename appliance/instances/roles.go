@@ -140,8 +140,10 @@ func prepareDatabase(ctx context.Context, admin *pgx.ConnConfig, prj *store.Proj
 	}
 	defer db.Close(context.WithoutCancel(ctx))
 	role := pgx.Identifier{prj.RoleName}.Sanitize()
-	// One statement string: one round trip and one transaction.
-	if _, err := db.Exec(ctx, strings.Join([]string{
+	// One statement string: one round trip and one transaction; run again when the storage guard (its lock
+	// on a server it first sees: a promoted cutover's, a moved-in one's) updated the database's row meanwhile
+	// (tuple concurrently updated). Every statement is idempotent.
+	if err := postgres.ExecCatalog(ctx, db, strings.Join([]string{
 		"CREATE EXTENSION IF NOT EXISTS pg_stat_statements SCHEMA public", // where it always was: not in the search_path
 		"ALTER SCHEMA public OWNER TO " + role,
 		"REVOKE ALL ON DATABASE " + pgx.Identifier{database}.Sanitize() + " FROM PUBLIC",
