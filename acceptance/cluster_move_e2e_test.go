@@ -192,6 +192,13 @@ func servesOnNode1(t *testing.T, p *e2eProc, key, prj string, w *writer, what st
 	})
 }
 
+// ackedSoFar is a copy of the rows acknowledged until now.
+func (w *writer) ackedSoFar() []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]int(nil), w.acked...)
+}
+
 func (w *writer) ackedThrough(host string) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -346,9 +353,7 @@ func TestClusterMove(t *testing.T) {
 	}
 	t.Logf("the move failed in its cutover: %s", failed.Error)
 	servesOnNode1(t, a2, admin, prj, w, "a failed cutover")
-	w.mu.Lock()
-	ackedSoFar := append([]int(nil), w.acked...)
-	w.mu.Unlock()
+	ackedSoFar := w.ackedSoFar()
 	checkRows(t, a2.connections(t, admin, prj).DirectURL, ackedSoFar)
 	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+"*")); len(left) != 0 {
 		t.Fatalf("a failed cutover left on node 3: %v", left)
@@ -628,9 +633,7 @@ func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *write
 	}
 	t.Logf("the move whose target was killed in the pause: %s", j.Error)
 	servesOnNode1(t, a2, admin, prj, w, "the target's crash")
-	w.mu.Lock()
-	acked := append([]int(nil), w.acked...)
-	w.mu.Unlock()
+	acked := w.ackedSoFar()
 	checkRows(t, a2.connections(t, admin, prj).DirectURL, acked)
 	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+"*")); len(left) != 0 {
 		t.Fatalf("the target's crash in the cutover left on node 3: %v", left)
@@ -677,9 +680,7 @@ func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *write
 		n := w.ackedThrough("127.0.0.3")
 		return n >= 20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
 	})
-	w.mu.Lock()
-	acked := append([]int(nil), w.acked...)
-	w.mu.Unlock()
+	acked := w.ackedSoFar()
 	checkRows(t, conn.DirectURL, acked)
 	if got := recoverChecksum(t, conn.DirectURL); got != c.sum {
 		t.Fatalf("rows of before the move on node 3: checksum %s, want %s", got, c.sum)
