@@ -23,7 +23,8 @@ var testEtcd struct {
 	once   sync.Once
 	dir    string
 	server *etcdembed.Server
-	client *clientv3.Client
+	client *clientv3.Client // over the member's URL, as another node's process
+	local  *clientv3.Client // the member's in process (LocalKV), as a node's store uses it: the stores'
 	err    error
 	n      atomic.Int64 // the prefixes handed out
 }
@@ -51,7 +52,9 @@ func etcdServer(t testing.TB) *etcdembed.Server {
 		if testEtcd.err != nil {
 			return
 		}
-		testEtcd.client, testEtcd.err = testEtcd.server.Client()
+		if testEtcd.client, testEtcd.err = testEtcd.server.Client(); testEtcd.err == nil {
+			testEtcd.local = testEtcd.server.LocalKV(testEtcd.client)
+		}
 	})
 	if testEtcd.err != nil {
 		t.Fatal(testEtcd.err)
@@ -72,7 +75,7 @@ func openBackend(t testing.TB, backend string) *DB {
 		db, err = Open(filepath.Join(t.TempDir(), "meta.db"))
 	case "etcd":
 		etcdServer(t)
-		db, err = OpenEtcd(testEtcd.client, newEtcdPrefix())
+		db, err = OpenEtcd(testEtcd.local, newEtcdPrefix())
 	default:
 		t.Fatalf("no backend %q", backend)
 	}

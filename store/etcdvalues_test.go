@@ -28,7 +28,7 @@ func TestEtcdKnownValuesFollowOthersCommits(t *testing.T) {
 	etcdServer(t)
 	prefix := newEtcdPrefix()
 	open := func() *DB {
-		db, err := OpenEtcd(testEtcd.client, prefix)
+		db, err := OpenEtcd(testEtcd.local, prefix)
 		if err != nil {
 			t.Fatal(err)
 		}

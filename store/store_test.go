@@ -164,7 +164,7 @@ func testOpenFillsANewIndex(t *testing.T, backend string) {
 		if backend == "bbolt" {
 			db, err = Open(path)
 		} else {
-			db, err = OpenEtcd(testEtcd.client, prefix)
+			db, err = OpenEtcd(testEtcd.local, prefix)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -129,7 +129,7 @@ func testOpenFillsUniqueAndCountedIndexes(t *testing.T, backend string) {
 		if backend == "bbolt" {
 			db, err = Open(path)
 		} else {
-			db, err = OpenEtcd(testEtcd.client, prefix)
+			db, err = OpenEtcd(testEtcd.local, prefix)
 		}
 		if err != nil {
 			t.Fatal(err)

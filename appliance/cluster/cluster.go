@@ -241,7 +241,7 @@ func StartMember(ctx context.Context, dataDir string) (_ *Member, err error) {
 	if err := m.promote(ctx); err != nil {
 		return nil, err
 	}
-	if m.db, err = store.OpenEtcd(m.client, Prefix); err != nil {
+	if m.db, err = store.OpenEtcd(m.srv.LocalKV(m.client), Prefix); err != nil {
 		return nil, err
 	}
 	m.db.SetNode(cfg.NodeID) // its own work looks at its projects only (store.Local)
