@@ -125,6 +125,13 @@ func (t *countingTxn) Then(ops ...clientv3.Op) clientv3.Txn {
 	return t
 }
 
+// Else: the operations of a commit whose compares failed (the store's reads back its layout record) are
+// part of the same request.
+func (t *countingTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+
 func (t *countingTxn) Commit() (*clientv3.TxnResponse, error) {
 	t.c.note(fmt.Sprintf("txn %d compares %q, %d ops %q", t.cmps, t.cmpd, t.ops, t.then))
 	return t.Txn.Commit()

@@ -62,6 +62,11 @@ func KindOf(err error) Kind { return apperr.KindOf(err) }
 // without quorum): KindOf says KindUnavailable, and its message is public.
 var ErrStoreUnavailable = store.ErrUnavailable
 
+// ErrStoreNewerLayout is wrapped by the errors of a write to a metadata store a later version of the
+// appliance upgraded (a cluster node left on an older version): KindOf says KindUnavailable, and its
+// message is public.
+var ErrStoreNewerLayout = store.ErrNewerLayout
+
 // notFoundAs turns store.ErrNotFound into a 404 with msg, and anything else into an internal error.
 func notFoundAs(err error, format string, args ...any) error {
 	return apperr.NotFoundAs(err, format, args...)

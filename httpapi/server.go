@@ -454,6 +454,9 @@ func publicMessage(err error) string {
 	if errors.Is(err, appliance.ErrStoreUnavailable) { // a cluster without quorum, whatever wrapped it
 		return appliance.ErrStoreUnavailable.Error()
 	}
+	if errors.Is(err, appliance.ErrStoreNewerLayout) { // a node left on an older version, whatever wrapped it
+		return appliance.ErrStoreNewerLayout.Error()
+	}
 	var ae *appliance.Error
 	if errors.As(err, &ae) && appliance.KindOf(err) != appliance.KindInternal {
 		return ae.Msg

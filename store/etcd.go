@@ -112,6 +112,11 @@ type etcdKV struct {
 	// noCompares (set by tests only) commits without the compares that prove the reads current: the
 	// negative check of the linearizability test, which must then find a lost update.
 	noCompares bool
+	// layout is the store's layout as this process opened it (metaLayout's value) and layoutRev the
+	// revision that wrote it: every commit compares that revision (0 while the store opens: the opening
+	// transaction checks and writes it). The layout is written only when it changes.
+	layout    string
+	layoutRev atomic.Int64
 	// lagRev (set by tests only), when not 0: the serializable first reads of read-write transactions
 	// answer at this revision, as a member that has applied no further would (a stale read).
 	lagRev int64
@@ -149,6 +154,27 @@ func OpenEtcd(c *clientv3.Client, prefix string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("initialise metadata store on etcd (%s): %w", prefix, err)
 	}
+	// The layout as opened: a later appliance may have written its own since this one's transaction.
+	lctx, lcancel := context.WithTimeout(ctx, etcdTimeout)
+	lresp, err := c.Get(lctx, prefix+"d/"+string(bucketMeta)+"/"+metaLayout)
+	lcancel()
+	switch {
+	case err != nil:
+		err = unavailable(err)
+	case len(lresp.Kvs) == 0 || string(lresp.Kvs[0].Value) != layoutOf():
+		err = fmt.Errorf("%w: its layout changed as this appliance opened it", ErrNewerLayout)
+		if len(lresp.Kvs) > 0 {
+			if lerr := checkLayout(string(lresp.Kvs[0].Value)); lerr != nil {
+				err = lerr
+			}
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open metadata store on etcd (%s): %w", prefix, err)
+	}
+	e.layout = layoutOf()
+	e.layoutRev.Store(lresp.Kvs[0].ModRevision)
 	return db, nil
 }
 
@@ -438,9 +464,35 @@ func (t *etcdTx) commit() (int64, error) {
 		}
 		ops = append(ops, clientv3.OpPut(t.kv.prefix+"v/"+b, string(keys)))
 	}
+	// The layout this process opened is still the store's: a later appliance that upgraded it (another
+	// node, started since) keeps buckets in step that this one does not know of.
+	var elseOps []clientv3.Op
+	layoutKey := t.dataKey(string(bucketMeta), []byte(metaLayout))
+	layoutRev := t.kv.layoutRev.Load()
+	if layoutRev != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(layoutKey), "=", layoutRev))
+		elseOps = append(elseOps, clientv3.OpGet(layoutKey))
+	}
 	ctx, cancel := context.WithTimeout(t.kv.ctx, etcdTimeout)
 	defer cancel()
-	resp, err := t.kv.c.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err := t.kv.c.Txn(ctx).If(cmps...).Then(ops...).Else(elseOps...).Commit()
+	if err == nil && !resp.Succeeded && len(elseOps) > 0 {
+		var now string
+		var rev int64
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			now, rev = string(kvs[0].Value), kvs[0].ModRevision
+		}
+		switch {
+		case rev == layoutRev:
+		case now == t.kv.layout: // written again as it was (a copy of the store put back): the same layout
+			t.kv.layoutRev.CompareAndSwap(layoutRev, rev)
+			return 0, errRetry
+		case checkLayout(now) != nil:
+			return 0, checkLayout(now)
+		default:
+			return 0, fmt.Errorf("%w: its layout changed since this appliance opened it", ErrNewerLayout)
+		}
+	}
 	switch {
 	case errors.Is(err, rpctypes.ErrRequestTooLarge), errors.Is(err, rpctypes.ErrTooManyOps):
 		return 0, fmt.Errorf("commit to the metadata store on etcd: the transaction is too large for etcd (%d writes, %d compares; see etcdembed's limits): %w", len(ops), len(cmps), err)

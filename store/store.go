@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +29,68 @@ var ErrNotFound = errors.New("not found")
 var ErrExists = errors.New("exists already")
 
 // SchemaVersion is the layout version written into the meta bucket. Version 2 seals every record with a
-// checksum (integrity.go); a version 1 store is sealed as it opens.
-const SchemaVersion = 2
+// checksum (integrity.go); a version 1 store is sealed as it opens. Version 3 adds the layout record
+// (metaLayout) and the unique and counted indexes (the saved queries' names and count), which a version 2
+// appliance would not maintain: it refuses a version 3 store, as every version refuses a later one. A
+// version 2 store becomes version 3 as it opens (its new indexes filled).
+const SchemaVersion = 3
+
+// metaLayout is the meta key of the store's layout (layoutOf): the schema version and every bucket (table,
+// index, series) the appliance that last opened it maintains. A store whose layout names a later version
+// or a bucket this appliance does not know was opened by a later appliance, which may keep that bucket in
+// step with its records: this one would let it drift, and refuses it (ErrNewerLayout). On etcd a node's
+// every commit compares the layout with the one it opened, so a running node stops writing as soon as a
+// later appliance upgrades the layout under it.
+const metaLayout = "layout"
+
+// ErrNewerLayout is wrapped by the error of a store a later appliance has upgraded: this one neither
+// opens it nor, on etcd, writes to it once it changed (reads go on). The API answers it as unavailable.
+var ErrNewerLayout = errors.New("the metadata was upgraded by a later version of the appliance: this one writes nothing to it (run that version here too)")
+
+// layout is metaLayout's value.
+type layout struct {
+	Schema  int      `json:"schema"`
+	Buckets []string `json:"buckets"`
+}
+
+// layoutOf is this appliance's layout, encoded (the buckets sorted).
+func layoutOf() string {
+	l := layout{Schema: SchemaVersion}
+	for _, b := range allBuckets() {
+		l.Buckets = append(l.Buckets, string(b))
+	}
+	slices.Sort(l.Buckets)
+	v, _ := json.Marshal(l)
+	return string(v)
+}
+
+// checkLayout refuses a stored layout (v, "" for none) a later appliance wrote.
+func checkLayout(v string) error {
+	if v == "" {
+		return nil
+	}
+	var l layout
+	if err := json.Unmarshal([]byte(v), &l); err != nil {
+		return fmt.Errorf("%w: its layout record is unreadable (%v)", ErrNewerLayout, err)
+	}
+	if l.Schema > SchemaVersion {
+		return fmt.Errorf("%w: schema version %d, this appliance's is %d", ErrNewerLayout, l.Schema, SchemaVersion)
+	}
+	known := map[string]bool{}
+	for _, b := range allBuckets() {
+		known[string(b)] = true
+	}
+	var unknown []string
+	for _, b := range l.Buckets {
+		if !known[b] {
+			unknown = append(unknown, b)
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("%w: it keeps %s, which this appliance does not maintain", ErrNewerLayout, strings.Join(unknown, ", "))
+	}
+	return nil
+}
 
 var bucketMeta = []byte("meta")
 
@@ -186,8 +247,11 @@ func (db *DB) initialise(migrateV1, verify func(*Tx) error) error {
 		}
 		meta := tx.kv.bucket(bucketMeta)
 		migrate := false
+		if err := checkLayout(string(meta.Get([]byte(metaLayout)))); err != nil {
+			return err
+		}
 		switch v := string(meta.Get([]byte("schema_version"))); v {
-		case "", fmt.Sprint(SchemaVersion):
+		case "", "2", fmt.Sprint(SchemaVersion):
 		case "1":
 			if migrateV1 == nil {
 				return fmt.Errorf("metadata schema version 1 cannot be migrated on this backend")
@@ -197,10 +261,16 @@ func (db *DB) initialise(migrateV1, verify func(*Tx) error) error {
 			}
 			migrate = true
 		default:
-			return fmt.Errorf("metadata schema version %s is not supported (want %d)", v, SchemaVersion)
+			return fmt.Errorf("metadata schema version %s is not supported (want %d): %w", v, SchemaVersion, ErrNewerLayout)
 		}
 		if err := meta.Put([]byte("schema_version"), []byte(fmt.Sprint(SchemaVersion))); err != nil {
 			return err
+		}
+		// Written only when it changes: on etcd the other nodes' commits compare it.
+		if l := layoutOf(); string(meta.Get([]byte(metaLayout))) != l {
+			if err := meta.Put([]byte(metaLayout), []byte(l)); err != nil {
+				return err
+			}
 		}
 		for _, name := range allBuckets() { // a table's bucket before its indexes'
 			created, err := tx.kv.createBucket(name)

@@ -100,7 +100,7 @@ func OrNotFound(err error) error {
 
 // KindOf returns the kind of err (KindInternal for errors not made here).
 func KindOf(err error) Kind {
-	if errors.Is(err, store.ErrUnavailable) { // a cluster without quorum, whatever wrapped it
+	if errors.Is(err, store.ErrUnavailable) || errors.Is(err, store.ErrNewerLayout) { // a cluster without quorum, or upgraded by a later version: whatever wrapped it
 		return KindUnavailable
 	}
 	var e *Error
