@@ -62,6 +62,18 @@ func etcdServer(t testing.TB) *etcdembed.Server {
 	return testEtcd.server
 }
 
+// openEtcdNode opens the store under prefix on the package's member as a node's (through LocalKV),
+// closed when the test ends: several on one prefix are several nodes' stores.
+func openEtcdNode(t *testing.T, prefix string) *DB {
+	t.Helper()
+	db, err := OpenEtcd(testEtcd.local, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // newEtcdPrefix is a key prefix no other test's store uses.
 func newEtcdPrefix() string { return fmt.Sprintf("/test/%d/", testEtcd.n.Add(1)) }
 

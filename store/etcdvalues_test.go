@@ -27,15 +27,7 @@ func TestEtcdChangedKeys(t *testing.T) {
 func TestEtcdKnownValuesFollowOthersCommits(t *testing.T) {
 	etcdServer(t)
 	prefix := newEtcdPrefix()
-	open := func() *DB {
-		db, err := OpenEtcd(testEtcd.local, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := openEtcdNode(t, prefix), openEtcdNode(t, prefix)
 	put := func(db *DB, kv ...string) {
 		t.Helper()
 		if err := db.Update(func(tx *Tx) error {

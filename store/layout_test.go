@@ -50,17 +50,27 @@ func (s *sameStore) open() (*DB, error) {
 	return OpenEtcd(testEtcd.local, s.prefix)
 }
 
+// bolt runs fn on the file opened by bbolt alone (no store checks).
+func (s *sameStore) bolt(t *testing.T, fn func(*bolt.DB) error) {
+	t.Helper()
+	b, err := bolt.Open(s.path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := fn(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // rawMeta reads a meta value ("" when absent) with the backend's own client.
 func (s *sameStore) rawMeta(t *testing.T, key string) string {
 	t.Helper()
 	if s.backend == "bbolt" {
-		b, err := bolt.Open(s.path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
 		var v string
-		b.View(func(tx *bolt.Tx) error { v = string(tx.Bucket(bucketMeta).Get([]byte(key))); return nil })
+		s.bolt(t, func(b *bolt.DB) error {
+			return b.View(func(tx *bolt.Tx) error { v = string(tx.Bucket(bucketMeta).Get([]byte(key))); return nil })
+		})
 		return v
 	}
 	resp, err := testEtcd.client.Get(context.Background(), s.prefix+"d/"+string(bucketMeta)+"/"+key)
@@ -77,19 +87,14 @@ func (s *sameStore) rawMeta(t *testing.T, key string) string {
 func (s *sameStore) setRawMeta(t *testing.T, key, value string) {
 	t.Helper()
 	if s.backend == "bbolt" {
-		b, err := bolt.Open(s.path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		if err := b.Update(func(tx *bolt.Tx) error {
-			if value == "" {
-				return tx.Bucket(bucketMeta).Delete([]byte(key))
-			}
-			return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
-		}); err != nil {
-			t.Fatal(err)
-		}
+		s.bolt(t, func(b *bolt.DB) error {
+			return b.Update(func(tx *bolt.Tx) error {
+				if value == "" {
+					return tx.Bucket(bucketMeta).Delete([]byte(key))
+				}
+				return tx.Bucket(bucketMeta).Put([]byte(key), []byte(value))
+			})
+		})
 		return
 	}
 	k := s.prefix + "d/" + string(bucketMeta) + "/" + key
@@ -160,16 +165,7 @@ func TestNewerLayoutRefused(t *testing.T) {
 func TestLayoutChangeStopsRunningWriters(t *testing.T) {
 	etcdServer(t)
 	prefix := newEtcdPrefix()
-	open := func() *DB {
-		t.Helper()
-		db, err := OpenEtcd(testEtcd.local, prefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		return db
-	}
-	a, b := open(), open()
+	a, b := openEtcdNode(t, prefix), openEtcdNode(t, prefix)
 	put := func(db *DB, id string) error {
 		return db.Update(func(tx *Tx) error { return SavedQueries.Put(tx, &SavedQuery{ID: id, ProjectID: "p1", Name: id}) })
 	}
@@ -178,7 +174,7 @@ func TestLayoutChangeStopsRunningWriters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	open() // a node of the same version starts
+	openEtcdNode(t, prefix) // a node of the same version starts
 	if err := put(a, "sq_after_a_peer_started"); err != nil {
 		t.Fatalf("a write after a node of the same version opened the store: %v", err)
 	}
