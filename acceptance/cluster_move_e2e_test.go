@@ -31,9 +31,9 @@ type moveCluster struct {
 	unbacked, unbackedInst, unbackedSum string
 	// env1 and flags1 start node 1 again (after a SIGKILL); env3 and flags3 node 3.
 	env1, flags1, env3, flags3 []string
-	// marker is the file node 3 (a test build that may hold a move-in at the move-standby, move-staged and
-	// move-cutover steps) appends "<job> <step>" to when it holds one there: its staged standby runs, it
-	// caught up, the source paused. It holds only at the step the file arm names (c.arm), until the test
+	// marker is the file node 3 (a test build that may hold a move-in at the move-standby, move-staged,
+	// move-cutover and move-opened steps) appends "<job> <step>" to when it holds one there: its staged
+	// standby runs, it caught up, the source paused, the project opened on node 3. It holds only at the step the file arm names (c.arm), until the test
 	// empties it (c.release) or the step's bound ends.
 	marker, armFile string
 	dirs            []string
@@ -84,7 +84,7 @@ func newMoveCluster(t *testing.T) *moveCluster {
 		flags := append(append(clusterFlags(t, host, dirs[i+1]), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
 		env := bk.env
 		if i == 1 { // node 3 may hold its move-ins (the step armed, until released)
-			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged,move-cutover",
+			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged,move-cutover,move-opened",
 				"APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker, "APPLIANCE_TEST_JOB_PAUSE_ARM="+armFile)
 			env3, flags3 = env, flags
 		}
@@ -359,11 +359,19 @@ func TestClusterMove(t *testing.T) {
 		t.Fatalf("a failed cutover left on node 3: %v", left)
 	}
 
-	// Crashes inside the pause: the target, then the source.
+	// Crashes inside the pause: the target, the target after it opened the project (then the project
+	// moves back to node 1), then the source.
 	c.moveThroughTargetCrash(t, sess, w)
+	c.moveThroughTargetCrashOpened(t, sess, w)
+	c.procs[1].do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[0].ID}, http.StatusAccepted, &started)
+	if j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline); j.State != "completed" {
+		t.Fatalf("the move back to node 1: %s %q", j.State, j.Error)
+	}
+	servesOnNode1(t, a2, admin, prj, w, "the move back")
 	c.moveThroughSourceCrash(t, sess, w)
 	a2.waitRuntime(t, admin, prj, "active")
 
+	asideBefore, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".moved-*"))
 	a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[1].ID}, http.StatusAccepted, &started)
 	got = a2.do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[0].ID}, http.StatusConflict, nil)
 	e2eWants(t, "a second move while one runs", string(got), "being moved already")
@@ -405,9 +413,9 @@ func TestClusterMove(t *testing.T) {
 	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
 		t.Fatalf("rows of before the move on node 2: checksum %s, want %s", got, c.sum)
 	}
-	aside, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".moved-*"))
+	aside := keptAside(filepath.Join(c.dirs[2], "instances", c.inst), asideBefore)
 	if len(aside) != 1 {
-		t.Fatalf("instances/%s.moved-* on node 3: %v, want one", c.inst, aside)
+		t.Fatalf("instances/%s.moved-* on node 3: %v, want one more than %v", c.inst, aside, asideBefore)
 	}
 	if _, err := os.Stat(filepath.Join(aside[0], "pgdata", "PG_VERSION")); err != nil {
 		t.Fatalf("node 3's copy kept aside lost its data: %v", err)
@@ -656,6 +664,7 @@ func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *write
 // nothing of the staging is left on node 3.
 func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *writer) {
 	a2, admin, prj := c.procs[1], c.admin, c.prj
+	asideBefore, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
 	moveID := c.moveHeldAtCutover(t, sess)
 	c.procs[0].stop(t, syscall.SIGKILL)
 	c.procs[0] = e2eStartWith(t, c.bin, c.dirs[0], c.env1, c.flags1)
@@ -685,10 +694,10 @@ func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *write
 	if got := recoverChecksum(t, conn.DirectURL); got != c.sum {
 		t.Fatalf("rows of before the move on node 3: checksum %s, want %s", got, c.sum)
 	}
-	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
+	aside := keptAside(filepath.Join(c.dirs[0], "instances", c.inst), asideBefore)
 	if len(aside) != 1 {
 		all, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+"*"))
-		t.Fatalf("instances/%s.moved-* on node 1: %v, want one (node 1 holds %v)", c.inst, aside, all)
+		t.Fatalf("new instances/%s.moved-* on node 1: %v, want one (node 1 holds %v)", c.inst, aside, all)
 	}
 	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
 		t.Fatalf("node 1 runs processes of the moved project: %v", left)
@@ -696,4 +705,99 @@ func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *write
 	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*")); len(left) != 0 {
 		t.Fatalf("staged copies left on node 3: %v", left)
 	}
+}
+
+// keptAside is the directories <dir>.moved-* there are now and were not in before.
+func keptAside(dir string, before []string) []string {
+	now, _ := filepath.Glob(dir + ".moved-*")
+	var added []string
+	for _, d := range now {
+		if !slices.Contains(before, d) {
+			added = append(added, d)
+		}
+	}
+	return added
+}
+
+// moveThroughTargetCrashOpened: a move of the project from node 1 to node 3 whose target, node 3, is
+// SIGKILLed after the rebuild opened the project there (held at move-opened: its records name node 3, a
+// client's writes through node 3's URL are acknowledged), before its move-in job completes, then started
+// again. The move happened: the move job, on node 1, does not take the project back (it would lose what
+// node 3 acknowledged) — it keeps node 1's copy aside and completes with a warning that the move-in
+// failed after it opened the project. Node 3's start serves the project: its URL names node 3, every row
+// of before and every row acknowledged (on node 1, then on node 3 before and after its kill) are there,
+// node 1 runs nothing of it, nothing of the staging is left on node 3.
+func (c *moveCluster) moveThroughTargetCrashOpened(t *testing.T, sess string, w *writer) {
+	a2, admin, prj := c.procs[1], c.admin, c.prj
+	asideBefore, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
+	var started struct {
+		Job *e2eJob `json:"job"`
+	}
+	heldBefore := c.held("move-opened")
+	c.arm(t, "move-opened")
+	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 2*time.Minute, "node 3's move-in held after it opened the project", func() (bool, string) {
+		n := c.held("move-opened")
+		return n > heldBefore, fmt.Sprint(n)
+	})
+	// Node 3 serves the project while its move-in job holds: writes through node 3's URL acknowledged.
+	on3 := w.ackedThrough("127.0.0.3")
+	e2eEventually(t, time.Minute, "rows written through node 3's pooled URL while its move-in holds", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.3")
+		return n >= on3+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	if j := a2.call(t, admin, http.MethodGet, "/v1/jobs/"+started.Job.ID, nil, http.StatusOK); j.State == "completed" || j.State == "failed" {
+		t.Fatalf("the move ended before node 3 was killed (its hold at move-opened ended): %s %q", j.State, j.Error)
+	}
+	beforeKill := w.ackedSoFar()
+	c.procs[2].stop(t, syscall.SIGKILL)
+	c.release(t)
+	c.procs[2] = e2eStartWith(t, c.bin, c.dirs[2], c.env3, c.flags3)
+	j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline)
+	var res struct {
+		ToNode    string   `json:"to_node"`
+		KeptAside string   `json:"kept_aside"`
+		Warnings  []string `json:"warnings"`
+	}
+	if j.State != "completed" || json.Unmarshal(j.Result, &res) != nil || res.ToNode != c.nodes[2].ID || res.KeptAside == "" ||
+		!slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "after it opened the project there") }) {
+		t.Fatalf("a move whose target was killed after it opened the project: %s %q %s", j.State, j.Error, j.Result)
+	}
+	t.Logf("the move whose target was killed after it opened the project: %s", j.Result)
+	a2.waitRuntime(t, admin, prj, "active")
+	conn := a2.connections(t, admin, prj)
+	if pu, err := url.Parse(conn.PooledURL); err != nil || pu.Hostname() != "127.0.0.3" {
+		t.Fatalf("URL after node 3's crash once it opened the project: %v %s, want node 3's", err, e2eRedact(conn.PooledURL))
+	}
+	after := w.ackedThrough("127.0.0.3")
+	e2eEventually(t, time.Minute, "rows written through node 3's pooled URL after its restart", func() (bool, string) {
+		n := w.ackedThrough("127.0.0.3")
+		return n >= after+20, fmt.Sprintf("%d (last error: %s)", n, w.lastError())
+	})
+	acked := w.ackedSoFar()
+	if len(acked) <= len(beforeKill) {
+		t.Fatalf("no row acknowledged since node 3's kill: %d then %d", len(beforeKill), len(acked))
+	}
+	checkRows(t, conn.DirectURL, acked)
+	if got := recoverChecksum(t, conn.DirectURL); got != c.sum {
+		t.Fatalf("rows of before the move on node 3: checksum %s, want %s", got, c.sum)
+	}
+	aside := keptAside(filepath.Join(c.dirs[0], "instances", c.inst), asideBefore)
+	if len(aside) != 1 || filepath.Base(aside[0]) != filepath.Base(res.KeptAside) {
+		t.Fatalf("new instances/%s.moved-* on node 1: %v, want one, the result's %s", c.inst, aside, res.KeptAside)
+	}
+	if _, err := os.Stat(filepath.Join(aside[0], "pgdata", "PG_VERSION")); err != nil {
+		t.Fatalf("node 1's copy kept aside lost its data: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.dirs[0], "instances", c.inst)); err == nil {
+		t.Fatalf("node 1 kept instances/%s in place", c.inst)
+	}
+	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
+		t.Fatalf("node 1 runs processes of the project node 3 opened: %v", left)
+	}
+	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*")); len(left) != 0 {
+		t.Fatalf("staged copies left on node 3: %v", left)
+	}
+	// The unbacked project node 3 hosts serves again after its restart.
+	a2.waitRuntime(t, admin, c.unbacked, "active")
 }

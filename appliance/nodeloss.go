@@ -8,6 +8,7 @@ import (
 
 	"github.com/theappliance/appliance/api"
 	"github.com/theappliance/appliance/appliance/cluster/lease"
+	"github.com/theappliance/appliance/appliance/daemon"
 	"github.com/theappliance/appliance/appliance/instances"
 	"github.com/theappliance/appliance/appliance/nodeloss"
 	"github.com/theappliance/appliance/store"
@@ -69,6 +70,8 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 	}
 	r := &recovery{s: s, moved: map[string][]string{}, staged: staged, steps: instances.NewTimer()}
 	var name string
+	var epoch int64 // the project's placement epoch once its records name this node
+	var dir string  // its instance's directory here
 	var wasPrj *store.Project
 	var wasInst *store.Instance
 	err := s.db.Update(func(tx *store.Tx) error {
@@ -97,6 +100,7 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 			return err
 		}
 		store.MoveProject(prj, s.cfg.NodeID)
+		epoch, dir = prj.PlacementEpoch, inst.Dir
 		prj.RuntimeStatus, prj.UpdatedAt = RuntimeRestarting, s.now()
 		if n, err := store.Nodes.Get(tx, s.cfg.NodeID); err == nil && n.PublicHost != "" {
 			prj.PublicHost = n.PublicHost // its URLs name this node
@@ -110,6 +114,19 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 		return nil, err
 	}
 	r.done("records")
+	if staged != nil {
+		// The staged copy records its epoch as soon as its data is in, before its server starts: a crash of
+		// this node after the move opened the project here finds a copy of the placement, which its start
+		// serves (a copy without it would be kept aside as stale).
+		sc, fill := *staged, staged.Fill
+		sc.Fill = func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error {
+			if err := fill(ctx, exec, dataDir); err != nil {
+				return err
+			}
+			return nodeloss.RecordEpoch(dir, epoch)
+		}
+		r.staged = &sc
+	}
 	rp := r.project(ctx, ProjectRecovery{ID: projectID, Name: name, Notes: r.moved[projectID]})
 	r.done("settle")
 	if rp.Err != nil {

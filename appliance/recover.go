@@ -256,6 +256,9 @@ type recovery struct {
 type stagedCopy struct {
 	BackupKey string
 	Fill      func(context.Context, daemon.ExecFunc, string) error
+	// Opened, when not nil, is written in the transaction that records the project active on this node
+	// (the move's word that it opened here: from then on the move happened).
+	Opened func(*store.Tx) error
 }
 
 // reconcile makes the records fit the new machine in one transaction and returns the projects to rebuild
@@ -590,6 +593,11 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		})
 		if err != nil {
 			return err
+		}
+		if r.staged != nil && r.staged.Opened != nil {
+			if err := r.staged.Opened(tx); err != nil {
+				return err
+			}
 		}
 		return s.audit(tx, &Principal{AuthSource: ActorSystem}, "project.recovered", prj.OrganizationID, prj.ID,
 			map[string]any{"instance_id": inst.ID, "backup_key": b.BackupKey, "lsn": rp.LSN, "timeline": rp.Timeline})

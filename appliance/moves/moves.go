@@ -83,7 +83,8 @@ type Host interface {
 	// On the target: Stage restores the project's newest base backup (of the cluster it runs) into a
 	// staging directory named by key and starts it as a standby of the WAL archive, and returns the
 	// backup's key; StagedReplay is where that standby replayed to; RebuildStaged is Rebuild from that copy
-	// (the base backup backupKey's; promoted first); RemoveStaged stops and removes every staged copy of the project here.
+	// (the base backup backupKey's; promoted first; opened is written in the transaction that records the
+	// project active here: the move's commit); RemoveStaged stops and removes every staged copy of the project here.
 	Stage(ctx context.Context, projectID, key string) (backupKey string, err error)
 	StagedReplay(ctx context.Context, projectID, key string) (lsn string, err error)
 	// CheckpointStaged writes what the staged standby replayed to disk (a restartpoint).
@@ -91,7 +92,8 @@ type Host interface {
 	// PromoteStaged ends the staged standby's recovery where its replay is and returns that position
 	// (timeline: the one the source wrote on, 0 unknown).
 	PromoteStaged(ctx context.Context, projectID, key string, timeline int) (lsn string, err error)
-	RebuildStaged(ctx context.Context, projectID, from, key, backupKey string) (*nodeloss.Rebuilt, error)
+	// opened is written in the transaction that records the project active here (the move's commit).
+	RebuildStaged(ctx context.Context, projectID, from, key, backupKey string, opened func(*store.Tx) error) (*nodeloss.Rebuilt, error)
 	RemoveStaged(ctx context.Context, projectID string) error
 	// On the source: CatchUp commits, switches the WAL and waits until the segment is in the archive,
 	// and returns the switch's position; WALSince is how many bytes of WAL the server wrote since lsn;
@@ -333,13 +335,31 @@ func StagingOn(tx *store.Tx, prj *store.Project) string {
 // pause it did not finish is undone (the source serves again), a finished one is the target's cutover
 // (the project opens there, or, that failing, here again). A node starting does not start such a
 // project's server: it would take writes (or, fenced, at least WAL) the target's copy never sees.
+//
+// Once the target opened the project (OpenedBy) the move happened: the project is the target's, and the
+// target's start serves it (the source's start fences its stale copy, another node's project).
 func PausedBy(tx *store.Tx, projectID string) bool {
-	if tx.Meta(metaPrefix+projectID) == "" {
+	if tx.Meta(metaPrefix+projectID) == "" || OpenedBy(tx, projectID) {
 		return false
 	}
 	var rec records
 	raw := tx.Meta(recordsPrefix + projectID)
 	return raw != "" && json.Unmarshal([]byte(raw), &rec) == nil && !rec.PausedAt.IsZero()
+}
+
+// OpenedBy tells whether the running move of the project (its mark) opened it on its target: the target
+// wrote its word "opened" (stageState) in the transaction of the rebuild's last records (the project
+// active there, its copy's placement epoch recorded in its directory before its server started). From
+// then on the move happened, whatever becomes of the move-in job: the source does not take the project
+// back (the target acknowledged writes only its copy holds).
+func OpenedBy(tx *store.Tx, projectID string) bool {
+	mark := tx.Meta(metaPrefix + projectID)
+	if mark == "" {
+		return false
+	}
+	var st stageState
+	raw := tx.Meta(stagePrefix + projectID)
+	return raw != "" && json.Unmarshal([]byte(raw), &st) == nil && st.Key == mark && st.State == stateOpened
 }
 
 // enqueue enqueues prj's move to node (on its node) and marks it running.
@@ -376,8 +396,9 @@ const (
 
 // stageState is what the target says of its staged copy.
 type stageState struct {
-	// State is "standby" (the copy runs, replaying the archive) or "staged" (it replayed up to the
-	// source's catch-up point).
+	// State is "standby" (the copy runs, replaying the archive), "staged" (it replayed up to the
+	// source's catch-up point) or stateOpened (promoted, the project's records name the target and it
+	// opened there: the move happened).
 	State     string `json:"state"`
 	Key       string `json:"key"` // the move's (a word left by an earlier move is not this one's)
 	BackupKey string `json:"backup_key"`
@@ -419,15 +440,21 @@ var (
 	holdCutover = 30 * time.Second
 )
 
+// stateOpened is the target's word once the rebuild opened the project there (OpenedBy).
+const stateOpened = "opened"
+
 // Job steps (JobStepHook) of a move-in at which a test build may hold it, up to 10 s (StepCutover 30 s),
 // until the test releases it, or until its staged standby stops running (a test kills it there):
 // StepStandby once the standby runs, before the source is told; StepStaged once it caught up, before the
 // source is told (and pauses); StepCutover once the source paused (fenced, last WAL archived, server
-// stopped), before the copy's last replay and promotion.
+// stopped), before the copy's last replay and promotion; StepOpened once the rebuild opened the project on
+// the target (its records name it, it takes writes), before the move-in job completes (held up to 30 s,
+// whether or not a staged copy runs: there is none left).
 const (
 	StepStandby = "move-standby"
 	StepStaged  = "move-staged"
 	StepCutover = "move-cutover"
+	StepOpened  = "move-opened"
 )
 
 // moveJob is JobMove, on the source node. Its steps are kept in the store's meta (recordsPrefix), so that a
@@ -567,12 +594,23 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 	}
 	opened := time.Now()
 	res.LSN = rec.LSN
+	var ir moveInResult
 	if in.State != scheduler.StateCompleted {
 		cause := fmt.Errorf("the rebuild on node %s failed (%s): %s", pl.To, in.State, in.Error)
-		return nil, s.end(id, s.rollback(ctx, rec, cause))
+		st, opened := s.openedOn(id, run.Job.ID, pl.To, rec)
+		if !opened {
+			return nil, s.end(id, s.rollback(ctx, rec, cause))
+		}
+		// The target opened the project (its records name it) before its job failed (the node killed,
+		// say): the move happened. Taking the project back would lose what the target acknowledged.
+		ir.BackupKey = st.BackupKey
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the move-in job %s on node %s ended %s after it opened the project there (%s): "+
+			"the project is node %s's, which serves it (again once it runs; if it does not come back, its loss is handled as any node's: "+
+			"unavailable, then restored elsewhere from the backup store); this node's copy is kept aside, not resumed", in.ID, pl.To, in.State, in.Error, pl.To))
+		s.log.Warn("move: the move-in failed after it opened the project on the target: the move stands", "project", id, "to_node", pl.To, "move_in_job", in.ID, "err", cause)
+	} else {
+		_ = json.Unmarshal(in.Result, &ir)
 	}
-	var ir moveInResult
-	_ = json.Unmarshal(in.Result, &ir)
 	res.BackupKey = ir.BackupKey
 	res.Warnings = append(res.Warnings, ir.Notes...)
 	if ir.LSN != "" {
@@ -616,6 +654,32 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 	s.log.Info("move: the project moved to another node", "project", id, "from_node", res.From, "to_node", res.To,
 		"write_pause_ms", res.WritePauseMS, "staging_ms", res.StagingMS, "lsn", res.LSN, "kept_aside", aside)
 	return res, nil
+}
+
+// openedOn reads whether the move key opened the project on node to (OpenedBy, and its records name that
+// node at a later placement epoch than the one the move paused: not a half-done rebuild whose records were
+// put back), and the target's word.
+func (s *Service) openedOn(projectID, key, to string, rec records) (stageState, bool) {
+	var st stageState
+	opened := false
+	err := s.db.View(func(tx *store.Tx) error {
+		if tx.Meta(metaPrefix+projectID) != key || !OpenedBy(tx, projectID) {
+			return nil
+		}
+		if err := json.Unmarshal([]byte(tx.Meta(stagePrefix+projectID)), &st); err != nil {
+			return err
+		}
+		p, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		opened = store.ProjectNode(tx, p) == to && (rec.Project == nil || p.PlacementEpoch > rec.Project.PlacementEpoch)
+		return nil
+	})
+	if err != nil {
+		s.log.Warn("move: read whether the target opened the project", "project", projectID, "err", err)
+	}
+	return st, opened && err == nil
 }
 
 // freshBackupNeeded says why the move takes a fresh base backup first ("" when it does not: see
@@ -843,6 +907,11 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 		if !rebuilding {
 			return
 		}
+		opened := false
+		_ = s.db.View(func(tx *store.Tx) error { opened = OpenedBy(tx, id); return nil })
+		if opened { // the move happened: this node's copy is the project's, it is not removed
+			return
+		}
 		if derr := s.host.Discard(bctx, id); derr != nil {
 			err = fmt.Errorf("%w (and removing what it made on node %s: %v)", err, s.cfg.NodeID, derr)
 		}
@@ -908,10 +977,17 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	}
 	promotedAt := time.Now()
 	rebuilding = true
-	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey)
+	opened := func(tx *store.Tx) error {
+		return putJSON(tx, stagePrefix+id, stageState{State: stateOpened, Key: pl.Key, BackupKey: backupKey, ReplayLSN: lsn, StagingMS: stagingMS})
+	}
+	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey, opened)
 	if err != nil {
 		return nil, err
 	}
+	// Opened: the project takes writes here. A test build may hold the job here (a test kills the node).
+	hctx, cancel := context.WithTimeout(ctx, holdCutover)
+	s.host.Step(hctx, run.Job.ID, StepOpened)
+	cancel()
 	steps := map[string]int64{"replay": replayedAt.Sub(told).Milliseconds(), "promote": promotedAt.Sub(replayedAt).Milliseconds()}
 	for k, v := range rp.StepsMS {
 		steps["rebuild."+k] = v

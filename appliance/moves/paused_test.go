@@ -9,27 +9,34 @@ import (
 )
 
 // TestPausedBy: a project counts as paused by its move (its node's start leaves its server stopped) only
-// while the move runs (its mark) and its records say the pause began; a move staging, or marks an ended
-// move left in its records key alone, do not.
+// while the move runs (its mark) and its records say the pause began, and the target has not opened it
+// (OpenedBy: then the target's start serves it); a move staging, or marks an ended move left in its
+// records key alone, do not. An "opened" word of another move, or of none running, is no opening.
 func TestPausedBy(t *testing.T) {
 	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	paused := `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z","lsn":"0/7000000"}`
 	for _, c := range []struct {
-		name          string
-		mark, records string
-		want          bool
+		name                 string
+		mark, records, stage string
+		want, opened         bool
 	}{
-		{"no move", "", "", false},
-		{"staging", "job_1", `{"move_in_job":"job_2","staging_at":"2026-11-28T07:00:00Z","paused_at":"0001-01-01T00:00:00Z"}`, false},
-		{"paused", "job_1", `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z"}`, true},
-		{"paused, after the cutover's word", "job_1", `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z","lsn":"0/7000000"}`, true},
-		{"records without the move's mark", "", `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z"}`, false},
-		{"unreadable records", "job_1", `{`, false},
+		{"no move", "", "", "", false, false},
+		{"staging", "job_1", `{"move_in_job":"job_2","staging_at":"2026-11-28T07:00:00Z","paused_at":"0001-01-01T00:00:00Z"}`, "", false, false},
+		{"paused", "job_1", `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z"}`, "", true, false},
+		{"paused, after the cutover's word", "job_1", `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z","lsn":"0/7000000"}`, "", true, false},
+		{"records without the move's mark", "", `{"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z"}`, "", false, false},
+		{"unreadable records", "job_1", `{`, "", false, false},
+		{"paused, the target staged", "job_1", paused, `{"state":"staged","key":"job_1"}`, true, false},
+		{"paused, the target opened it", "job_1", paused, `{"state":"opened","key":"job_1"}`, false, true},
+		{"paused, another move's opening", "job_1", paused, `{"state":"opened","key":"job_0"}`, true, false},
+		{"an opening without the move's mark", "", paused, `{"state":"opened","key":"job_1"}`, false, false},
+		{"unreadable word", "job_1", paused, `{`, true, false},
 	} {
-		var got bool
+		var got, opened bool
 		err := db.Update(func(tx *store.Tx) error {
 			if err := tx.SetMeta("move/prj_1", c.mark); err != nil {
 				return err
@@ -37,7 +44,10 @@ func TestPausedBy(t *testing.T) {
 			if err := tx.SetMeta("move_records/prj_1", c.records); err != nil {
 				return err
 			}
-			got = moves.PausedBy(tx, "prj_1")
+			if err := tx.SetMeta("move_stage/prj_1", c.stage); err != nil {
+				return err
+			}
+			got, opened = moves.PausedBy(tx, "prj_1"), moves.OpenedBy(tx, "prj_1")
 			return nil
 		})
 		if err != nil {
@@ -45,6 +55,9 @@ func TestPausedBy(t *testing.T) {
 		}
 		if got != c.want {
 			t.Errorf("%s: PausedBy %v, want %v", c.name, got, c.want)
+		}
+		if opened != c.opened {
+			t.Errorf("%s: OpenedBy %v, want %v", c.name, opened, c.opened)
 		}
 	}
 }
