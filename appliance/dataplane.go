@@ -290,7 +290,7 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		inst *store.Instance
 		prj  *store.Project
 	}
-	var live, fenced, starting []pair
+	var live, fenced, starting, unopened []pair
 	owners := map[string]string{}
 	err = s.db.View(func(tx *store.Tx) error {
 		insts, err := store.Instances.All(tx, func(i *store.Instance) bool {
@@ -321,6 +321,9 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 			// promotion discards.
 			if s.cfg.NodeID != "" && moves.PausedBy(tx, prj.ID) {
 				s.log.Warn("adoption: not started, a move paused it (its move job resumes it or the target opens it)", "project", prj.ID, "instance", in.ID)
+				if moves.UnopenedOn(tx, prj.ID, s.cfg.NodeID) { // this node is the target of a rebuild a crash cut short
+					unopened = append(unopened, pair{in, prj})
+				}
 				continue
 			}
 			// This node's, but its copy here is older than the project's placement (moved away and back
@@ -338,6 +341,16 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 	}
 	for _, p := range fenced {
 		s.nodeloss.Fence(ctx, p.inst, p.prj, owners[p.prj.ID])
+	}
+	// A move's target that crashed inside its rebuild, before it opened the project: the source takes the
+	// project back, so the server and pooler the rebuild started here (they outlive the appliance) stop.
+	for _, p := range unopened {
+		if _, running, _ := s.eng.Instance(p.inst).Status(); !running {
+			continue
+		}
+		if err := s.eng.Stop(ctx, nil, p.inst, p.prj); err != nil {
+			s.log.Error("adoption: stop a move's copy its rebuild did not open", "project", p.prj.ID, "err", err)
+		}
 	}
 	// Every copy a move staged on this node (instances/<id>.stage-<move>) is a leftover: no move-in runs
 	// before the adoption, and one a crash interrupted has failed (it has one attempt); its standby may

@@ -7,7 +7,8 @@
 // server stops; the target's standby replays that last segment, is promoted and becomes the project's
 // instance there (nodeloss's rebuild, from the staged copy), and opens. The source keeps its directory
 // aside (instances/<id>.moved-<time>, never deleted). A failure before the pause removes the staged copy
-// and leaves the source serving; one after puts the records back and the source serves again. The two jobs
+// and leaves the source serving; one after puts the records back and the source serves again — unless the
+// target had opened the project (OpenedBy): then the move stands, whatever became of the move-in. The two jobs
 // talk through the store's meta (stagePrefix, cutoverPrefix). The rest of the domain only through Host
 // (the root's moveHost).
 package moves
@@ -36,7 +37,7 @@ import (
 const (
 	// JobMove runs on the source node (the project's): it enqueues JobMoveIn on the target, waits for its
 	// staged copy, pauses (archive, stop), waits for JobMoveIn's cutover; then it keeps the source's
-	// directory aside (or, the move-in failed, resumes).
+	// directory aside (or, the move-in failed before it opened the project on the target, resumes).
 	JobMove = "project.move"
 	// JobMoveIn runs on the target node: a copy staged there, then, at the cutover, promoted and opened.
 	JobMoveIn = "project.move_in"
@@ -347,6 +348,22 @@ func PausedBy(tx *store.Tx, projectID string) bool {
 	return raw != "" && json.Unmarshal([]byte(raw), &rec) == nil && !rec.PausedAt.IsZero()
 }
 
+// UnopenedOn tells whether node is the target of a running move that paused the project and moved its
+// records there without opening it (the rebuild interrupted: no word stateOpened). Such a move is rolled
+// back by the source (the project serves there again): the target's copy is not the project's, and a
+// server of it left running (PostgreSQL outlives the appliance) is stopped by the target's start.
+func UnopenedOn(tx *store.Tx, projectID, node string) bool {
+	if !PausedBy(tx, projectID) {
+		return false
+	}
+	var rec records
+	if json.Unmarshal([]byte(tx.Meta(recordsPrefix+projectID)), &rec) != nil || rec.Project == nil {
+		return false
+	}
+	p, err := store.Projects.Get(tx, projectID)
+	return err == nil && store.ProjectNode(tx, p) == node && store.ProjectNode(tx, rec.Project) != node
+}
+
 // OpenedBy tells whether the running move of the project (its mark) opened it on its target: the target
 // wrote its word "opened" (stageState) in the transaction of the rebuild's last records (the project
 // active there, its copy's placement epoch recorded in its directory before its server started). From
@@ -404,6 +421,8 @@ type stageState struct {
 	BackupKey string `json:"backup_key"`
 	ReplayLSN string `json:"replay_lsn,omitempty"`
 	StagingMS int64  `json:"staging_ms,omitempty"`
+	// OpenedAt is when the target opened the project (stateOpened).
+	OpenedAt time.Time `json:"opened_at,omitzero"`
 }
 
 // cutover is what the source says: the catch-up point (its WAL switched and archived while it still
@@ -593,17 +612,23 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 		return nil, err // the context ended: a retry waits again
 	}
 	opened := time.Now()
+	if in.CompletedAt != nil && !in.CompletedAt.Before(rec.PausedAt) {
+		opened = *in.CompletedAt
+	}
 	res.LSN = rec.LSN
 	var ir moveInResult
 	if in.State != scheduler.StateCompleted {
 		cause := fmt.Errorf("the rebuild on node %s failed (%s): %s", pl.To, in.State, in.Error)
-		st, opened := s.openedOn(id, run.Job.ID, pl.To, rec)
-		if !opened {
+		st, took := s.openedOn(id, run.Job.ID, pl.To, rec)
+		if !took {
 			return nil, s.end(id, s.rollback(ctx, rec, cause))
 		}
 		// The target opened the project (its records name it) before its job failed (the node killed,
 		// say): the move happened. Taking the project back would lose what the target acknowledged.
 		ir.BackupKey = st.BackupKey
+		if !st.OpenedAt.IsZero() {
+			opened = st.OpenedAt // the write pause ended there
+		}
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the move-in job %s on node %s ended %s after it opened the project there (%s): "+
 			"the project is node %s's, which serves it (again once it runs; if it does not come back, its loss is handled as any node's: "+
 			"unavailable, then restored elsewhere from the backup store); this node's copy is kept aside, not resumed", in.ID, pl.To, in.State, in.Error, pl.To))
@@ -615,9 +640,6 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 	res.Warnings = append(res.Warnings, ir.Notes...)
 	if ir.LSN != "" {
 		res.LSN = ir.LSN
-	}
-	if in.CompletedAt != nil && !in.CompletedAt.Before(rec.PausedAt) {
-		opened = *in.CompletedAt
 	}
 	res.WritePauseMS = opened.Sub(rec.PausedAt).Milliseconds()
 	res.StagingMS = rec.StagedAt.Sub(rec.StagingAt).Milliseconds()
@@ -978,7 +1000,7 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	promotedAt := time.Now()
 	rebuilding = true
 	opened := func(tx *store.Tx) error {
-		return putJSON(tx, stagePrefix+id, stageState{State: stateOpened, Key: pl.Key, BackupKey: backupKey, ReplayLSN: lsn, StagingMS: stagingMS})
+		return putJSON(tx, stagePrefix+id, stageState{State: stateOpened, Key: pl.Key, BackupKey: backupKey, ReplayLSN: lsn, StagingMS: stagingMS, OpenedAt: s.now()})
 	}
 	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey, opened)
 	if err != nil {

@@ -61,3 +61,45 @@ func TestPausedBy(t *testing.T) {
 		}
 	}
 }
+
+// TestUnopenedOn: a node is the target of a move that did not open the project there (its start stops
+// what the cut-short rebuild started) only while the move paused it, its records name that node and its
+// saved records another, and the target's word is not "opened".
+func TestUnopenedOn(t *testing.T) {
+	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	paused := `{"project":{"id":"prj_1","node_id":"n1","placement_epoch":1},"move_in_job":"job_2","paused_at":"2026-11-28T07:01:00Z","lsn":"0/7000000"}`
+	for _, c := range []struct {
+		name, node, mark, records, stage, on string
+		want                                 bool
+	}{
+		{"records moved, not opened", "n3", "job_1", paused, `{"state":"staged","key":"job_1"}`, "n3", true},
+		{"on the source", "n1", "job_1", paused, `{"state":"staged","key":"job_1"}`, "n1", false},
+		{"records put back, asked on the target", "n1", "job_1", paused, `{"state":"staged","key":"job_1"}`, "n3", false},
+		{"opened", "n3", "job_1", paused, `{"state":"opened","key":"job_1"}`, "n3", false},
+		{"no move running", "n3", "", paused, `{"state":"staged","key":"job_1"}`, "n3", false},
+	} {
+		var got bool
+		err := db.Update(func(tx *store.Tx) error {
+			if err := store.Projects.Put(tx, &store.Project{ID: "prj_1", NodeID: c.node, PlacementEpoch: 2}); err != nil {
+				return err
+			}
+			for k, v := range map[string]string{"move/prj_1": c.mark, "move_records/prj_1": c.records, "move_stage/prj_1": c.stage} {
+				if err := tx.SetMeta(k, v); err != nil {
+					return err
+				}
+			}
+			got = moves.UnopenedOn(tx, "prj_1", c.on)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("%s: UnopenedOn %v, want %v", c.name, got, c.want)
+		}
+	}
+}
