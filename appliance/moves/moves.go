@@ -619,7 +619,19 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 	var ir moveInResult
 	if in.State != scheduler.StateCompleted {
 		cause := fmt.Errorf("the rebuild on node %s failed (%s): %s", pl.To, in.State, in.Error)
-		st, took := s.openedOn(id, run.Job.ID, pl.To, rec)
+		st, now, took := s.openedOn(id, run.Job.ID, pl.To, rec)
+		if !took && now != "" && now != s.cfg.NodeID && now != pl.To {
+			// Neither here nor on the target: taken by a third node meanwhile (restored there from the
+			// backup store after the target's loss, while this node was down too). Putting the records back
+			// would override that; this node's copy is stale, kept aside.
+			cause = fmt.Errorf("%w; project %s is on node %s now (restored there while the move waited): nothing was put back on this node", cause, id, now)
+			if aside, err := s.keepAside(ctx, id, inst); err != nil {
+				cause = fmt.Errorf("%w (and keeping this node's stale copy aside: %v)", cause, err)
+			} else if aside != "" {
+				cause = fmt.Errorf("%w, its stale copy kept aside in %s", cause, aside)
+			}
+			return nil, s.end(id, cause)
+		}
 		if !took {
 			return nil, s.end(id, s.rollback(ctx, rec, cause))
 		}
@@ -680,28 +692,28 @@ func (s *Service) moveJob(ctx context.Context, run *scheduler.Run) (any, error) 
 
 // openedOn reads whether the move key opened the project on node to (OpenedBy, and its records name that
 // node at a later placement epoch than the one the move paused: not a half-done rebuild whose records were
-// put back), and the target's word.
-func (s *Service) openedOn(projectID, key, to string, rec records) (stageState, bool) {
-	var st stageState
-	opened := false
+// put back), the target's word, and the node the project's records name now ("" unread).
+func (s *Service) openedOn(projectID, key, to string, rec records) (st stageState, node string, opened bool) {
 	err := s.db.View(func(tx *store.Tx) error {
+		p, err := store.Projects.Get(tx, projectID)
+		if err != nil {
+			return err
+		}
+		node = store.ProjectNode(tx, p)
 		if tx.Meta(metaPrefix+projectID) != key || !OpenedBy(tx, projectID) {
 			return nil
 		}
 		if err := json.Unmarshal([]byte(tx.Meta(stagePrefix+projectID)), &st); err != nil {
 			return err
 		}
-		p, err := store.Projects.Get(tx, projectID)
-		if err != nil {
-			return err
-		}
-		opened = store.ProjectNode(tx, p) == to && (rec.Project == nil || p.PlacementEpoch > rec.Project.PlacementEpoch)
+		opened = node == to && (rec.Project == nil || p.PlacementEpoch > rec.Project.PlacementEpoch)
 		return nil
 	})
 	if err != nil {
 		s.log.Warn("move: read whether the target opened the project", "project", projectID, "err", err)
+		return st, "", false
 	}
-	return st, opened && err == nil
+	return st, node, opened
 }
 
 // freshBackupNeeded says why the move takes a fresh base backup first ("" when it does not: see

@@ -13,7 +13,7 @@ import (
 // TestOpenedOn: the source's job counts its move as having happened (no rollback after the move-in
 // failed) only when the target's word "opened" is this move's and the project's records name the target
 // at a later placement epoch than the one the move paused; a half-done rebuild (records moved, no word),
-// records put back, another move's word or another node do not.
+// records put back, another move's word or another node do not. It says which node the records name.
 func TestOpenedOn(t *testing.T) {
 	db, err := store.Open(filepath.Join(t.TempDir(), "meta.db"))
 	if err != nil {
@@ -48,9 +48,9 @@ func TestOpenedOn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, got := s.openedOn("prj_1", "job_1", "n3", paused)
-		if got != c.want {
-			t.Errorf("%s: openedOn %v, want %v", c.name, got, c.want)
+		st, node, got := s.openedOn("prj_1", "job_1", "n3", paused)
+		if got != c.want || node != c.node {
+			t.Errorf("%s: openedOn %v on node %q, want %v on %q", c.name, got, node, c.want, c.node)
 		}
 		if got && (st.BackupKey != "b1" || st.OpenedAt.IsZero()) {
 			t.Errorf("%s: the target's word read as %+v", c.name, st)
