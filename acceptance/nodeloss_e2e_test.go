@@ -88,12 +88,12 @@ func killNode(t *testing.T, p *e2eProc, dir string) {
 	e2eKillUnder(t, dir)
 }
 
-// lossCluster is a cluster of three (no backup store) whose node 1 hosts a project.
+// lossCluster is a cluster of three (no backup store) whose node 1 hosts two projects, prj and epoch.
 type lossCluster struct {
-	bin, admin, password, prj, inst string
-	dirs, node1Flags                []string
-	nodes                           []clusterNode
-	a1, a2                          *e2eProc
+	bin, admin, password, prj, inst, epoch, epochInst string
+	dirs, node1Flags                                  []string
+	nodes                                             []clusterNode
+	a1, a2                                            *e2eProc
 }
 
 // newLossCluster makes it.
@@ -112,43 +112,48 @@ func newLossCluster(t *testing.T) *lossCluster {
 	admin := e2eAdminKey(t, dirs[0])
 	prj := a1.e2eProvision(t, admin, "lost")
 	inst := a1.project(t, admin, prj).PrimaryInstanceID
+	epoch := a1.e2eProvision(t, admin, "placed twice")
+	epochInst := a1.project(t, admin, epoch).PrimaryInstanceID
 	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
-	a1 = e2eStartWith(t, bin, dirs[0], nil, node1Flags)
-	procs := []*e2eProc{a1}
-	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
-		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], nil, append(clusterFlags(t, host, dirs[i+1]), "--join", tok)))
-	}
+	procs := clusterOfThree(t, bin, dirs, nil, node1Flags, nil)
 	nodes := clusterNodes(t, bin, dirs[1])
 	if len(nodes) != 3 || nodes[0].Advertise != "127.0.0.1" || nodes[1].Advertise != "127.0.0.2" {
 		t.Fatalf("cluster nodes: %+v", nodes)
 	}
-	return &lossCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, dirs: dirs, node1Flags: node1Flags,
-		nodes: nodes, a1: a1, a2: procs[1]}
+	return &lossCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, epoch: epoch, epochInst: epochInst,
+		dirs: dirs, node1Flags: node1Flags, nodes: nodes, a1: procs[0], a2: procs[1]}
 }
 
-// TestClusterNodeLoss: a project on node 1 of three; node 1 lost (SIGKILL of it and its instances): the
-// project is runtime_status unavailable through node 2, with a node_unavailable alert open; node 1
-// started again: the project is active again and the alert resolved. Lost again, and the project moved
-// to node 2 meanwhile (as a restore there does): node 1 started again does not start its stale copy —
-// no server of it runs, and its directory is kept aside as instances/<id>.fenced-<time>, not deleted.
+// TestClusterNodeLoss: two projects on node 1 of three (one cluster serves the checks below, one after the
+// other; each logs its name first).
+//   - lost and back: node 1 lost (SIGKILL of it and its instances): the project is runtime_status
+//     unavailable through node 2, with a node_unavailable alert open; restore-elsewhere answers 409 (no
+//     backup store); node 1 started again: the project is active again and the alert resolved.
+//   - moved away: lost again, and the project moved to node 2 meanwhile (as a restore there does): node 1
+//     started again does not start its stale copy — no server of it runs, and its directory is kept aside
+//     as instances/<id>.fenced-<time>, not deleted, audited — and the project is not made active by it.
+//   - placement epoch: in the same loss, the second project moved to node 2 and back to node 1 (the
+//     placement epoch bumped twice): node 1 does not start its copy, though the project is placed on it —
+//     the copy is older than the placement — and keeps it aside.
 func TestClusterNodeLoss(t *testing.T) {
 	t.Parallel()
 	c := newLossCluster(t)
 	bin, dirs, node1Flags, a1, admin, password, prj, inst, nodes := c.bin, c.dirs, c.node1Flags, c.a1, c.admin, c.password, c.prj, c.inst, c.nodes
 	a2 := c.a2
+	check := func(name string) { t.Helper(); t.Logf("check %q", name) }
+
+	check("lost and back")
 	a2.waitRuntime(t, admin, prj, "active")
+	a2.waitRuntime(t, admin, c.epoch, "active")
 	// Node 2 starts no copy of the project: it is node 1's.
 	if _, err := os.Stat(filepath.Join(dirs[1], "instances", inst)); err == nil {
-		t.Fatalf("node 2 made a directory for node 1's instance %s", inst)
+		t.Fatalf("lost and back: node 2 made a directory for node 1's instance %s", inst)
 	}
-
 	// Node 1 lost: its project is unavailable, with its alert; back: active, the alert resolved.
 	killNode(t, a1, dirs[0])
 	a2.waitRuntime(t, admin, prj, "unavailable")
 	if open, msg, ok := a2.nodeAlert(t, admin, prj); !ok || !open || !strings.Contains(msg, nodes[0].ID) {
-		t.Fatalf("node_unavailable alert with node 1 lost: found %v open %v %q", ok, open, msg)
+		t.Fatalf("lost and back: node_unavailable alert with node 1 lost: found %v open %v %q", ok, open, msg)
 	}
 	// Without an off-machine backup store nothing can be restored elsewhere: the operator is told what is lost.
 	got := a2.do(t, operatorSession(t, a2, password), http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
@@ -156,26 +161,32 @@ func TestClusterNodeLoss(t *testing.T) {
 	a1 = e2eStartWith(t, bin, dirs[0], nil, node1Flags)
 	a2.waitRuntime(t, admin, prj, "active")
 	if open, _, ok := a2.nodeAlert(t, admin, prj); !ok || open {
-		t.Fatalf("node_unavailable alert with node 1 back: found %v open %v", ok, open)
+		t.Fatalf("lost and back: node_unavailable alert with node 1 back: found %v open %v", ok, open)
 	}
 
-	// Lost again, and the project moved to node 2 meanwhile: node 1 keeps its stale copy aside.
+	// Lost again; meanwhile the project moved to node 2, and the second one to node 2 and back to node 1.
+	check("moved away")
+	a2.waitRuntime(t, admin, c.epoch, "active")
 	killNode(t, a1, dirs[0])
 	a2.waitRuntime(t, admin, prj, "unavailable")
+	a2.waitRuntime(t, admin, c.epoch, "unavailable")
 	a2.do(t, admin, http.MethodPost, "/v1/test/projects/"+prj+"/node", map[string]any{"node_id": nodes[1].ID}, http.StatusOK, nil)
+	for _, n := range []clusterNode{nodes[1], nodes[0]} {
+		a2.do(t, admin, http.MethodPost, "/v1/test/projects/"+c.epoch+"/node", map[string]any{"node_id": n.ID}, http.StatusOK, nil)
+	}
 	a1 = e2eStartWith(t, bin, dirs[0], nil, node1Flags)
 	if _, err := os.Stat(filepath.Join(dirs[0], "instances", inst)); err == nil {
-		t.Fatalf("node 1 kept instances/%s in place for a project now on node 2", inst)
+		t.Fatalf("moved away: node 1 kept instances/%s in place for a project now on node 2", inst)
 	}
 	aside, _ := filepath.Glob(filepath.Join(dirs[0], "instances", inst+".fenced-*"))
 	if len(aside) != 1 {
-		t.Fatalf("instances/%s.fenced-*: %v, want one directory kept aside", inst, aside)
+		t.Fatalf("moved away: instances/%s.fenced-*: %v, want one directory kept aside", inst, aside)
 	}
 	if _, err := os.Stat(filepath.Join(aside[0], "pgdata", "PG_VERSION")); err != nil {
-		t.Fatalf("the fenced copy lost its data: %v", err)
+		t.Fatalf("moved away: the fenced copy lost its data: %v", err)
 	}
 	if left := e2eProcsUnder(filepath.Join(dirs[0], "instances")); len(left) > 0 {
-		t.Fatalf("node 1 runs processes of a fenced instance: %v", left)
+		t.Fatalf("moved away, placement epoch: node 1 runs processes of a fenced instance: %v", left)
 	}
 	var events struct {
 		AuditEvents []struct {
@@ -189,26 +200,41 @@ func TestClusterNodeLoss(t *testing.T) {
 		fenced = fenced || e.Action == "instance.fenced" && strings.Contains(string(e.Metadata), ".fenced-")
 	}
 	if !fenced {
-		t.Fatalf("no instance.fenced audit event: %+v", events.AuditEvents)
+		t.Fatalf("moved away: no instance.fenced audit event: %+v", events.AuditEvents)
 	}
 	// Node 1 is back, but the project is node 2's now: it is not made active by node 1's return.
 	if got := a2.project(t, admin, prj); got.RuntimeStatus != "unavailable" {
-		t.Fatalf("project moved to node 2 without a restore: runtime_status %q after node 1's return", got.RuntimeStatus)
+		t.Fatalf("moved away: project moved to node 2 without a restore: runtime_status %q after node 1's return", got.RuntimeStatus)
+	}
+
+	check("placement epoch")
+	if _, err := os.Stat(filepath.Join(dirs[0], "instances", c.epochInst)); err == nil {
+		t.Fatalf("placement epoch: node 1 kept instances/%s in place: a copy older than the project's placement", c.epochInst)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(dirs[0], "instances", c.epochInst+".fenced-*")); len(aside) != 1 {
+		t.Fatalf("placement epoch: instances/%s.fenced-*: %v, want one directory kept aside", c.epochInst, aside)
 	}
 }
 
-// bucketCluster is a cluster of three whose node 1 hosts a project with rows after its base backup,
-// archived to the bucket (sum: their checksum).
-type bucketCluster struct {
-	bin, admin, password, prj, inst, sum string
-	dirs, node1Flags                     []string
-	nodes                                []clusterNode
-	a1, a2                               *e2eProc
-	bk                                   bucketEnv
+// bucketProject is a project of a bucketCluster: on node 1, with rows after its base backup, archived to
+// the bucket (sum: their checksum).
+type bucketProject struct {
+	id, inst, sum string
 }
 
-// newBucketCluster makes it, with up --node-loss-restore-after restoreAfter on every node.
-func newBucketCluster(t *testing.T, restoreAfter string) *bucketCluster {
+// bucketCluster is a cluster of three whose node 1 hosts projects made by bucketProjects.
+type bucketCluster struct {
+	bin, admin, password string
+	prjs                 []bucketProject
+	dirs, node1Flags     []string
+	nodes                []clusterNode
+	a1, a2               *e2eProc
+	bk                   bucketEnv
+}
+
+// newBucketCluster makes it, with up --node-loss-restore-after restoreAfter on every node and one project
+// per name.
+func newBucketCluster(t *testing.T, restoreAfter string, names ...string) *bucketCluster {
 	bk := e2eBucket(t)
 	bin := e2eBuild(t)
 	dirs := make([]string, 3)
@@ -221,7 +247,31 @@ func newBucketCluster(t *testing.T, restoreAfter string) *bucketCluster {
 	a1 := e2eStartWith(t, bin, dirs[0], bk.env, append([]string{"--spare-clusters", "0", "--operator-email", "op@example.com"}, common...))
 	password := operatorPassword(t, a1)
 	admin := e2eAdminKey(t, dirs[0])
-	prj := a1.e2eProvision(t, admin, "restored elsewhere")
+	var prjs []bucketProject
+	for _, name := range names {
+		prjs = append(prjs, bucketProjectOn(t, a1, admin, name))
+	}
+
+	a1.stop(t, syscall.SIGTERM)
+	node1Flags := append([]string{"--spare-clusters", "0"}, common...)
+	procs := clusterOfThree(t, bin, dirs, bk.env, node1Flags, common)
+	nodes := clusterNodes(t, bin, dirs[1])
+	if len(nodes) != 3 || nodes[1].Advertise != "127.0.0.2" {
+		t.Fatalf("cluster nodes: %+v", nodes)
+	}
+	a2 := procs[1]
+	for _, bp := range prjs {
+		a2.waitRuntime(t, admin, bp.id, "active")
+	}
+	return &bucketCluster{bin: bin, admin: admin, password: password, prjs: prjs, dirs: dirs,
+		node1Flags: node1Flags, nodes: nodes, a1: procs[0], a2: a2, bk: bk}
+}
+
+// bucketProjectOn provisions a project through a1 (single node, bucket as the backup store), backs it up,
+// writes rows after the backup and waits until the segment holding them is archived.
+func bucketProjectOn(t *testing.T, a1 *e2eProc, admin, name string) bucketProject {
+	t.Helper()
+	prj := a1.e2eProvision(t, admin, name)
 	inst := a1.project(t, admin, prj).PrimaryInstanceID
 	conn := a1.connections(t, admin, prj)
 	e2eSQL(t, conn.DirectURL, false, "CREATE TABLE kept (id int PRIMARY KEY, note text NOT NULL)",
@@ -236,7 +286,9 @@ func newBucketCluster(t *testing.T, restoreAfter string) *bucketCluster {
 		"DELETE FROM kept WHERE id % 11 = 0")
 	sum := recoverChecksum(t, conn.DirectURL)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
 	pg := e2eConnect(ctx, t, conn.DirectURL, false)
+	defer pg.Close(context.Background())
 	var seg string
 	if err := pg.QueryRow(ctx, "SELECT pg_walfile_name(pg_current_wal_lsn())").Scan(&seg); err != nil {
 		t.Fatal(err)
@@ -254,48 +306,29 @@ func newBucketCluster(t *testing.T, restoreAfter string) *bucketCluster {
 		}
 		return *last >= seg, "last archived: " + *last
 	})
-	pg.Close(context.Background())
-	cancel()
-
-	a1.stop(t, syscall.SIGTERM)
-	runCLI(t, bin, append([]string{"cluster", "init", "--data-dir", dirs[0], "--advertise", "127.0.0.1"}, e2eNodePortFlags(t, dirs[0])...)...)
-	node1Flags := append([]string{"--spare-clusters", "0"}, common...)
-	a1 = e2eStartWith(t, bin, dirs[0], bk.env, node1Flags)
-	procs := []*e2eProc{a1}
-	for i, host := range []string{"127.0.0.2", "127.0.0.3"} {
-		tok := strings.TrimSpace(runCLI(t, bin, "cluster", "join-token", "--data-dir", dirs[0], "--ttl", "10m"))
-		procs = append(procs, e2eStartWith(t, bin, dirs[i+1], bk.env, append(append(clusterFlags(t, host, dirs[i+1]), common...), "--join", tok)))
-	}
-	nodes := clusterNodes(t, bin, dirs[1])
-	if len(nodes) != 3 || nodes[1].Advertise != "127.0.0.2" {
-		t.Fatalf("cluster nodes: %+v", nodes)
-	}
-	a2 := procs[1]
-	a2.waitRuntime(t, admin, prj, "active")
-	return &bucketCluster{bin: bin, admin: admin, password: password, prj: prj, inst: inst, sum: sum, dirs: dirs,
-		node1Flags: node1Flags, nodes: nodes, a1: a1, a2: a2, bk: bk}
+	return bucketProject{id: prj, inst: inst, sum: sum}
 }
 
-// fenced checks that node 1, started again, keeps its stale copy aside and runs none of it, and that the
-// project's rows on node 2 are intact.
-func (c *bucketCluster) fenced(t *testing.T, conn2 e2eConnections) {
+// fenced checks that node 1, started again, keeps bp's stale copy aside and runs no instance, and that
+// bp's rows on node 2 are intact.
+func (c *bucketCluster) fenced(t *testing.T, bp bucketProject, conn2 e2eConnections) {
 	t.Helper()
 	c.a1 = e2eStartWith(t, c.bin, c.dirs[0], c.bk.env, c.node1Flags)
-	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".fenced-*"))
+	aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", bp.inst+".fenced-*"))
 	if len(aside) != 1 {
-		t.Fatalf("instances/%s.fenced-* on node 1: %v, want one", c.inst, aside)
+		t.Fatalf("instances/%s.fenced-* on node 1: %v, want one", bp.inst, aside)
 	}
 	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances")); len(left) > 0 {
 		t.Fatalf("node 1 runs processes of its fenced copy: %v", left)
 	}
-	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
-		t.Fatalf("rows on node 2 after node 1's return: checksum %s, want %s", got, c.sum)
+	if got := recoverChecksum(t, conn2.DirectURL); got != bp.sum {
+		t.Fatalf("rows on node 2 after node 1's return: checksum %s, want %s", got, bp.sum)
 	}
 }
 
-// restored checks the restore job's result (from node 1 to node 2, an LSN, a backup) and the project on
-// node 2: active, every archived row, its alert resolved; it returns its connections there.
-func (c *bucketCluster) restored(t *testing.T, j *e2eJob) e2eConnections {
+// restored checks the restore job's result (from node 1 to node 2, an LSN, a backup) and the project bp
+// on node 2: active, every archived row, its alert resolved; it returns its connections there.
+func (c *bucketCluster) restored(t *testing.T, bp bucketProject, j *e2eJob) e2eConnections {
 	t.Helper()
 	if j.State != "completed" {
 		t.Fatalf("restore elsewhere: %s %q\n%s", j.State, j.Error, j.LastStderr)
@@ -311,74 +344,24 @@ func (c *bucketCluster) restored(t *testing.T, j *e2eJob) e2eConnections {
 		t.Fatalf("restore elsewhere's result: %v %s", err, j.Result)
 	}
 	t.Logf("restored on node 2: %s", j.Result)
-	c.a2.waitRuntime(t, c.admin, c.prj, "active")
-	conn2 := c.a2.connections(t, c.admin, c.prj)
-	if got := recoverChecksum(t, conn2.DirectURL); got != c.sum {
-		t.Fatalf("rows after the restore on node 2: checksum %s, want %s (as archived)", got, c.sum)
+	c.a2.waitRuntime(t, c.admin, bp.id, "active")
+	conn2 := c.a2.connections(t, c.admin, bp.id)
+	if got := recoverChecksum(t, conn2.DirectURL); got != bp.sum {
+		t.Fatalf("rows after the restore on node 2: checksum %s, want %s (as archived)", got, bp.sum)
 	}
-	if open, _, ok := c.a2.nodeAlert(t, c.admin, c.prj); !ok || open {
+	if open, _, ok := c.a2.nodeAlert(t, c.admin, bp.id); !ok || open {
 		t.Fatalf("node_unavailable alert after the restore: found %v open %v", ok, open)
 	}
 	return conn2
 }
 
-// TestClusterNodeLossRestore: a project on node 1 of three with a bucket as the backup store, rows
-// written after its base backup and archived; node 1 lost: an operator restores the project on node 2
-// (POST .../restore-elsewhere on node 2) from the bucket: the job says to which LSN it came back, the
-// project is active on node 2 with every row up to the archived position (checksum). An API key is
-// refused (operators only); while node 1 is alive the route answers 409. Node 1 started again keeps its
-// stale copy aside and runs none of it.
-func TestClusterNodeLossRestore(t *testing.T) {
-	t.Parallel()
-	c := newBucketCluster(t, "0")
-	a2, admin, prj := c.a2, c.admin, c.prj
-	sess := operatorSession(t, a2, c.password)
-	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusConflict, nil)
-	killNode(t, c.a1, c.dirs[0])
-	a2.waitRuntime(t, admin, prj, "unavailable")
-	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusForbidden, nil)
+// restoreElsewhere asks for bp's restore elsewhere through node 2 with the operator's session sess and
+// returns the job.
+func (c *bucketCluster) restoreElsewhere(t *testing.T, sess string, bp bucketProject) *e2eJob {
+	t.Helper()
 	var started struct {
 		Job *e2eJob `json:"job"`
 	}
-	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/restore-elsewhere", nil, http.StatusAccepted, &started)
-	conn2 := c.restored(t, waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline))
-	c.fenced(t, conn2)
-}
-
-// TestClusterNodeLossAutoRestore: the same loss with up --node-loss-restore-after 10s: the leader restores
-// the project on itself from the bucket once it has been unavailable that long, with no operator.
-func TestClusterNodeLossAutoRestore(t *testing.T) {
-	t.Parallel()
-	c := newBucketCluster(t, "10s")
-	killNode(t, c.a1, c.dirs[0])
-	c.a2.waitRuntime(t, c.admin, c.prj, "unavailable")
-	// The leader is node 2 or node 3: the job is the project's latest, pinned to the leader.
-	var j *e2eJob
-	e2eEventually(t, 3*time.Minute, "the restore-elsewhere job", func() (bool, string) {
-		var out struct {
-			Project struct {
-				LatestJobID string `json:"latest_job_id"`
-			} `json:"project"`
-		}
-		c.a2.do(t, c.admin, http.MethodGet, "/v1/projects/"+c.prj, nil, http.StatusOK, &out)
-		if out.Project.LatestJobID == "" {
-			return false, "no job"
-		}
-		j = c.a2.call(t, c.admin, http.MethodGet, "/v1/jobs/"+out.Project.LatestJobID, nil, http.StatusOK)
-		return j.Type == "project.restore_elsewhere" && (j.State == "completed" || j.State == "failed"), j.Type + " " + j.State
-	})
-	var result struct {
-		ToNode string `json:"to_node"`
-	}
-	json.Unmarshal(j.Result, &result)
-	leader := 1
-	if result.ToNode == c.nodes[2].ID {
-		leader = 2
-	}
-	if leader != 1 {
-		t.Logf("restored on node 3 (the leader)")
-		c.nodes[1] = c.nodes[2] // restored() checks against nodes[1]
-	}
-	conn2 := c.restored(t, j)
-	c.fenced(t, conn2)
+	c.a2.do(t, sess, http.MethodPost, "/v1/projects/"+bp.id+"/restore-elsewhere", nil, http.StatusAccepted, &started)
+	return started.Job
 }
