@@ -40,7 +40,8 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flags := []string{"--pg-dist", "17=" + pg17}
+	// No spare clusters: one project, and fourteen starts that would adopt them each time.
+	flags := []string{"--pg-dist", "17=" + pg17, "--spare-clusters", "0"}
 	bin, dataDir, markers := e2eBuild(t), appliancetest.TraversableTempDir(t), t.TempDir()
 	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
 	began := time.Now()

@@ -31,8 +31,8 @@ const restoreDeadline = 5 * time.Minute
 // pre-restore directory may be left, and the project must be active. It needs PostgreSQL and PgBouncer.
 func TestRestoreSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	c := e2eCrashSetup(t, "restored")
-	bin, dataDir, markers, phase, p, key, prjID := c.bin, c.dataDir, c.markers, c.phase, c.p, c.key, c.projectID
+	c := e2eCrashSetupEnv(t, "restored", e2eNoSpares)
+	dataDir, markers, phase, p, key, prjID := c.dataDir, c.markers, c.phase, c.p, c.key, c.projectID
 	prj := p.project(t, key, prjID)
 	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
 	pgdata := filepath.Join(instDir, "pgdata")
@@ -69,7 +69,7 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 		p.stop(t, syscall.SIGTERM)
 
 		marker := filepath.Join(markers, step)
-		p = e2eStartEnv(t, bin, dataDir, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		p = c.start(t, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
 		rj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/restores", map[string]any{"backup_key": backupKey}, http.StatusAccepted)
 		candDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID+".restore-"+rj.ID)
 		preRestore := pgdata + ".pre-restore-" + rj.ID
@@ -100,7 +100,7 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 		}
 		phase(fmt.Sprintf("round %d: appliance SIGKILLed at %s", round+1, step))
 
-		p = e2eStart(t, bin, dataDir)
+		p = c.start(t)
 		j := waitJobFor(t, p, key, rj.ID, restoreDeadline)
 		if j.State != "completed" || j.Attempts != 2 {
 			t.Fatalf("%s: restore job %s after %d attempts: %q\n%s", step, j.State, j.Attempts, j.Error, e2eInstanceLogs(dataDir))
@@ -141,12 +141,12 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 	p.stop(t, syscall.SIGTERM)
 	marker := filepath.Join(markers, "exhausted")
 	env := []string{"APPLIANCE_TEST_JOB_PAUSE=swapped-out", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
-	p = e2eStartEnv(t, bin, dataDir, env...)
+	p = c.start(t, env...)
 	rj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/restores", map[string]any{"backup_key": backupKey}, http.StatusAccepted)
 	preRestore := pgdata + ".pre-restore-" + rj.ID
 	for attempt := 1; attempt <= 3; attempt++ {
 		if attempt > 1 {
-			p = e2eStartEnv(t, bin, dataDir, env...)
+			p = c.start(t, env...)
 		}
 		e2eWaitLines(t, marker, attempt)
 		p.stop(t, syscall.SIGKILL)
@@ -155,7 +155,7 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 		}
 	}
 	phase("a restore killed at swapped-out in each of its 3 attempts")
-	p = e2eStart(t, bin, dataDir)
+	p = c.start(t)
 	if j := waitJobFor(t, p, key, rj.ID, restoreDeadline); j.State != "failed" || j.Attempts != 3 {
 		t.Fatalf("restore job %s after %d attempts: %q", j.State, j.Attempts, j.Error)
 	}
@@ -266,15 +266,27 @@ type e2eCrash struct {
 	phase                 func(string)
 	p                     *e2eProc
 	key, projectID        string
+	env                   []string // every start's environment (start adds to it)
 }
+
+// e2eNoSpares is the environment of an appliance that keeps no spare clusters (up --spare-clusters 0): a
+// test that provisions little and restarts often spares their preparation and their servers, pools and
+// adoption at every start.
+const e2eNoSpares = "APPLIANCE_SPARE_CLUSTERS=0"
 
 func e2eCrashSetup(t *testing.T, project string) *e2eCrash {
 	t.Helper()
-	c := &e2eCrash{bin: e2eBuild(t), dataDir: appliancetest.TraversableTempDir(t), markers: t.TempDir()}
+	return e2eCrashSetupEnv(t, project)
+}
+
+// e2eCrashSetupEnv is e2eCrashSetup with env in every start's environment (c.start).
+func e2eCrashSetupEnv(t *testing.T, project string, env ...string) *e2eCrash {
+	t.Helper()
+	c := &e2eCrash{bin: e2eBuild(t), dataDir: appliancetest.TraversableTempDir(t), markers: t.TempDir(), env: env}
 	t.Cleanup(func() { e2eKillUnder(t, c.dataDir) })
 	began := time.Now()
 	c.phase = func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
-	c.p = e2eStart(t, c.bin, c.dataDir)
+	c.p = c.start(t)
 	c.key = e2eAdminKey(t, c.dataDir)
 	var created struct {
 		Job     *e2eJob     `json:"job"`
@@ -287,4 +299,10 @@ func e2eCrashSetup(t *testing.T, project string) *e2eCrash {
 	}
 	c.projectID = created.Project.ID
 	return c
+}
+
+// start starts the appliance on c's data directory with c's environment and env.
+func (c *e2eCrash) start(t *testing.T, env ...string) *e2eProc {
+	t.Helper()
+	return e2eStartWith(t, c.bin, c.dataDir, append(append([]string(nil), c.env...), env...), nil)
 }

@@ -32,8 +32,8 @@ import (
 // replication the retry re-established). A fresh project each round.
 func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	c := e2eCrashSetup(t, "upgraded 0")
-	bin, dataDir, markers, phase, p, key := c.bin, c.dataDir, c.markers, c.phase, c.p, c.key
+	c := e2eCrashSetupEnv(t, "upgraded 0", e2eNoSpares)
+	dataDir, markers, phase, p, key := c.dataDir, c.markers, c.phase, c.p, c.key
 	tgz, err := testtools.PostgresTarball(t.Context(), 17)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 		p.stop(t, syscall.SIGTERM)
 
 		marker := filepath.Join(markers, step)
-		p = e2eStartEnv(t, bin, dataDir, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		p = c.start(t, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
 		uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
 		waitMarker(t, p, marker, uj.ID+" "+step)
 		p.stop(t, syscall.SIGKILL)
@@ -78,7 +78,7 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 		}
 		phase(fmt.Sprintf("round %d: appliance SIGKILLed at %s", round+1, step))
 
-		p = e2eStart(t, bin, dataDir)
+		p = c.start(t)
 		j := waitJobFor(t, p, key, uj.ID, restoreDeadline)
 		if j.State != "completed" || j.Attempts != 2 {
 			t.Fatalf("%s: upgrade job %s after %d attempts: %q\n%s", step, j.State, j.Attempts, j.Error, j.LastStderr)
@@ -138,17 +138,17 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 	p.stop(t, syscall.SIGTERM)
 	marker := filepath.Join(markers, "exhausted")
 	env := []string{"APPLIANCE_TEST_JOB_PAUSE=upgrade-paused", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
-	p = e2eStartEnv(t, bin, dataDir, env...)
+	p = c.start(t, env...)
 	uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
 	for attempt := 1; attempt <= 3; attempt++ {
 		if attempt > 1 {
-			p = e2eStartEnv(t, bin, dataDir, env...)
+			p = c.start(t, env...)
 		}
 		e2eWaitLines(t, marker, attempt)
 		p.stop(t, syscall.SIGKILL)
 	}
 	phase("an upgrade killed in its write pause in each of its 3 attempts")
-	p = e2eStart(t, bin, dataDir)
+	p = c.start(t)
 	if j := waitJobFor(t, p, key, uj.ID, restoreDeadline); j.State != "failed" || j.Attempts != 3 {
 		t.Fatalf("upgrade job %s after %d attempts: %q", j.State, j.Attempts, j.Error)
 	}
