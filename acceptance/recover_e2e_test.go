@@ -46,6 +46,7 @@ import (
 func TestRecoverFromBucket(t *testing.T) {
 	t.Parallel()
 	bk := e2eBucket(t)
+	bk.env = append(bk.env, e2eNoSpares) // no spare clusters in any up of the test
 	srv := bk.srv
 	bin := e2eBuild(t)
 
