@@ -31,8 +31,10 @@ const restoreDeadline = 5 * time.Minute
 // pre-restore directory may be left, and the project must be active. It needs PostgreSQL and PgBouncer.
 func TestRestoreSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	c := e2eCrashSetupEnv(t, "restored", e2eNoSpares)
-	dataDir, markers, phase, p, key, prjID := c.dataDir, c.markers, c.phase, c.p, c.key, c.projectID
+	// Every start can stop a restore at each step: at those the arm file lists (pauseArm).
+	pause := e2ePauseArmed(t, "recovering", "swapped-out", "swapped-in", "started")
+	c := e2eCrashSetupEnv(t, "restored", append(pause.env, e2eNoSpares)...)
+	dataDir, phase, p, key, prjID := c.dataDir, c.phase, c.p, c.key, c.projectID
 	prj := p.project(t, key, prjID)
 	instDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID)
 	pgdata := filepath.Join(instDir, "pgdata")
@@ -66,15 +68,13 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 		if old == restored {
 			t.Fatal("the live data equals the backup's")
 		}
-		p.stop(t, syscall.SIGTERM)
-
-		marker := filepath.Join(markers, step)
-		p = c.start(t, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		pause.arm(t, step)
 		rj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/restores", map[string]any{"backup_key": backupKey}, http.StatusAccepted)
 		candDir := filepath.Join(dataDir, "instances", prj.PrimaryInstanceID+".restore-"+rj.ID)
 		preRestore := pgdata + ".pre-restore-" + rj.ID
-		waitMarker(t, p, marker, rj.ID+" "+step)
+		waitMarker(t, p, pause.marker, rj.ID+" "+step)
 		p.stop(t, syscall.SIGKILL)
+		pause.arm(t) // the retry goes through
 
 		// The moment the hook stopped at is the dangerous one it names.
 		switch step {
@@ -138,23 +138,21 @@ func TestRestoreSurvivesCrash(t *testing.T) {
 	// that finds it failed puts the original data back: the project runs with the old data.
 	e2eSQL(t, conns.DirectURL, false, "INSERT INTO items SELECT g FROM generate_series(900, 909) g")
 	old := itemsState(t, conns.DirectURL, false)
-	p.stop(t, syscall.SIGTERM)
-	marker := filepath.Join(markers, "exhausted")
-	env := []string{"APPLIANCE_TEST_JOB_PAUSE=swapped-out", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
-	p = c.start(t, env...)
+	pause.arm(t, "swapped-out")
 	rj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/restores", map[string]any{"backup_key": backupKey}, http.StatusAccepted)
 	preRestore := pgdata + ".pre-restore-" + rj.ID
 	for attempt := 1; attempt <= 3; attempt++ {
 		if attempt > 1 {
-			p = c.start(t, env...)
+			p = c.start(t)
 		}
-		e2eWaitLines(t, marker, attempt)
+		pause.wait(t, p, rj.ID+" swapped-out", attempt)
 		p.stop(t, syscall.SIGKILL)
 		if _, err := os.Stat(pgdata); !os.IsNotExist(err) {
 			t.Fatalf("attempt %d: pgdata exists at swapped-out (%v)", attempt, err)
 		}
 	}
 	phase("a restore killed at swapped-out in each of its 3 attempts")
+	pause.arm(t)
 	p = c.start(t)
 	if j := waitJobFor(t, p, key, rj.ID, restoreDeadline); j.State != "failed" || j.Attempts != 3 {
 		t.Fatalf("restore job %s after %d attempts: %q", j.State, j.Attempts, j.Error)
@@ -305,4 +303,55 @@ func e2eCrashSetupEnv(t *testing.T, project string, env ...string) *e2eCrash {
 func (c *e2eCrash) start(t *testing.T, env ...string) *e2eProc {
 	t.Helper()
 	return e2eStartWith(t, c.bin, c.dataDir, append(append([]string(nil), c.env...), env...), nil)
+}
+
+// e2ePause is a test build's job-step hook for every start of a test: its jobs stop at the steps the arm
+// file lists (arm), of those the environment names, and go on at once at the others; each stop appends
+// "<job> <step>" to the marker file. A start needs no environment of its own for a step then: the test
+// arms a step, starts the job, and disarms the step before the start that is to retry the job.
+type e2ePause struct {
+	env             []string
+	marker, armFile string
+}
+
+// e2ePauseArmed is the hook at steps, none armed.
+func e2ePauseArmed(t *testing.T, steps ...string) e2ePause {
+	dir := t.TempDir()
+	p := e2ePause{marker: filepath.Join(dir, "paused"), armFile: filepath.Join(dir, "armed")}
+	p.env = []string{"APPLIANCE_TEST_JOB_PAUSE=" + strings.Join(steps, ","), "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + p.marker,
+		"APPLIANCE_TEST_JOB_PAUSE_ARM=" + p.armFile}
+	p.arm(t)
+	return p
+}
+
+// arm makes steps the ones jobs stop at (none: every job goes through).
+func (p e2ePause) arm(t *testing.T, steps ...string) {
+	t.Helper()
+	var b strings.Builder
+	for _, s := range steps {
+		b.WriteString(s + "\n")
+	}
+	if err := os.WriteFile(p.armFile, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits until the marker holds line ("<job> <step>") n times: a job (attempt n) stopped at the step.
+func (p e2ePause) wait(t *testing.T, proc *e2eProc, line string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(restoreDeadline)
+	for {
+		data, _ := os.ReadFile(p.marker)
+		if strings.Count(string(data), line+"\n") >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not reach %q %d times within %v; marker holds %q", line, n, restoreDeadline, data)
+		}
+		select {
+		case <-proc.exited:
+			t.Fatalf("appliance exited before the job reached %q; stderr:\n%s", line, proc.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
