@@ -26,6 +26,7 @@ func TestRecoverAnUpgradedProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	bk := e2eBucket(t)
+	bk.env = append(bk.env, e2eNoSpares) // no spare clusters in any up of the test
 	bin := e2eBuild(t)
 	dataDir := appliancetest.TraversableTempDir(t)
 	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
