@@ -32,8 +32,10 @@ import (
 // replication the retry re-established). A fresh project each round.
 func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 	t.Parallel()
-	c := e2eCrashSetupEnv(t, "upgraded 0", e2eNoSpares)
-	dataDir, markers, phase, p, key := c.dataDir, c.markers, c.phase, c.p, c.key
+	// Every start can stop an upgrade at each step: at those the arm file lists (pause.arm).
+	pause := e2ePauseArmed(t, "upgrade-catching-up", "upgrade-paused", "upgrade-swapped")
+	c := e2eCrashSetupEnv(t, "upgraded 0", append(pause.env, e2eNoSpares)...)
+	dataDir, phase, p, key := c.dataDir, c.phase, c.p, c.key
 	tgz, err := testtools.PostgresTarball(t.Context(), 17)
 	if err != nil {
 		t.Fatal(err)
@@ -66,13 +68,11 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 		e2eSQL(t, conns.DirectURL, false, "CREATE TABLE items (v int PRIMARY KEY)",
 			"INSERT INTO items SELECT g FROM generate_series(1, 50) g")
 		want := itemsState(t, conns.DirectURL, false)
-		p.stop(t, syscall.SIGTERM)
-
-		marker := filepath.Join(markers, step)
-		p = c.start(t, "APPLIANCE_TEST_JOB_PAUSE="+step, "APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker)
+		pause.arm(t, step)
 		uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
-		waitMarker(t, p, marker, uj.ID+" "+step)
+		waitMarker(t, p, pause.marker, uj.ID+" "+step)
 		p.stop(t, syscall.SIGKILL)
+		pause.arm(t) // the retry goes through
 		if len(e2eProcsUnder(instDir+"-pg17")) == 0 {
 			t.Fatalf("%s: no server of the new cluster runs after the appliance's SIGKILL", step)
 		}
@@ -135,19 +135,17 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 	conns := p.connections(t, key, prjID)
 	e2eSQL(t, conns.DirectURL, false, "CREATE TABLE items (v int PRIMARY KEY)", "INSERT INTO items SELECT g FROM generate_series(1, 20) g")
 	want := itemsState(t, conns.DirectURL, false)
-	p.stop(t, syscall.SIGTERM)
-	marker := filepath.Join(markers, "exhausted")
-	env := []string{"APPLIANCE_TEST_JOB_PAUSE=upgrade-paused", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
-	p = c.start(t, env...)
+	pause.arm(t, "upgrade-paused")
 	uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
 	for attempt := 1; attempt <= 3; attempt++ {
 		if attempt > 1 {
-			p = c.start(t, env...)
+			p = c.start(t)
 		}
-		e2eWaitLines(t, marker, attempt)
+		pause.wait(t, p, uj.ID+" upgrade-paused", attempt)
 		p.stop(t, syscall.SIGKILL)
 	}
 	phase("an upgrade killed in its write pause in each of its 3 attempts")
+	pause.arm(t)
 	p = c.start(t)
 	if j := waitJobFor(t, p, key, uj.ID, restoreDeadline); j.State != "failed" || j.Attempts != 3 {
 		t.Fatalf("upgrade job %s after %d attempts: %q", j.State, j.Attempts, j.Error)
@@ -203,6 +201,7 @@ func TestMajorUpgradeSurvivesCrash(t *testing.T) {
 func TestRecoverAfterARolledBackUpgrade(t *testing.T) {
 	t.Parallel()
 	bk := e2eBucket(t)
+	bk.env = append(bk.env, e2eNoSpares) // no spare clusters in any up of the test
 	bin := e2eBuild(t)
 	dataDir := appliancetest.TraversableTempDir(t)
 	p, _, keyFile := bk.start(t, bin, dataDir)
