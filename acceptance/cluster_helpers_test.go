@@ -3,6 +3,7 @@ package acceptance
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // clusterHosts are the loopback addresses the three nodes of a test cluster advertise.
@@ -38,4 +39,27 @@ func clusterLeader(t testing.TB, p *e2eProc, nodes []clusterNode) int {
 		}
 	}
 	return -1
+}
+
+// clusterPoll is how often the waits of the cluster tests ask a cluster (an API request, whose answer
+// reads etcd) or scan /proc: e2eEventually's 20 ms polls cost more CPU than the wait itself there, and
+// the states waited for last seconds.
+const clusterPoll = 250 * time.Millisecond
+
+// pollEvery is e2eEventually polling cond every interval instead of every 20 ms.
+func pollEvery(t testing.TB, within, interval time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s; last: %s", within, what, detail)
+		}
+		<-tick.C
+	}
 }

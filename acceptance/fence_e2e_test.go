@@ -82,7 +82,7 @@ func TestClusterNodeLossRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	thawed = true
-	e2eEventually(t, 2*time.Minute, "self-fence: node 1 keeps its stale copy aside", func() (bool, string) {
+	pollEvery(t, 2*time.Minute, clusterPoll, "self-fence: node 1 keeps its stale copy aside", func() (bool, string) {
 		aside, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", self.inst+".fenced-*"))
 		left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", self.inst)) // and .fenced-*
 		return len(aside) == 1 && len(left) == 0, strings.Join(aside, " ")
@@ -124,7 +124,7 @@ func TestClusterNodeLossRestore(t *testing.T) {
 func (c *bucketCluster) latestRestoreJob(t *testing.T, bp bucketProject, completed bool, seen string) *e2eJob {
 	t.Helper()
 	var j *e2eJob
-	e2eEventually(t, 5*time.Minute, "a restore-elsewhere job ended", func() (bool, string) {
+	pollEvery(t, 5*time.Minute, clusterPoll, "a restore-elsewhere job ended", func() (bool, string) {
 		var out struct {
 			Project struct {
 				LatestJobID string `json:"latest_job_id"`
