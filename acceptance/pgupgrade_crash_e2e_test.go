@@ -42,11 +42,13 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 	}
 	// No spare clusters: one project, and fourteen starts that would adopt them each time.
 	flags := []string{"--pg-dist", "17=" + pg17, "--spare-clusters", "0"}
-	bin, dataDir, markers := e2eBuild(t), appliancetest.TraversableTempDir(t), t.TempDir()
+	bin, dataDir := e2eBuild(t), appliancetest.TraversableTempDir(t)
 	t.Cleanup(func() { e2eKillUnder(t, dataDir) })
 	began := time.Now()
 	phase := func(what string) { t.Helper(); t.Logf("%6.2fs %s", time.Since(began).Seconds(), what) }
-	p := e2eStartWith(t, bin, dataDir, nil, flags)
+	// Every start can stop a job at each step: at those the arm file lists (pause.arm).
+	pause := e2ePauseArmed(t, "pgupgrade-stopped", "pgupgrade-old-running", "pgupgrade-new-running", "pgupgrade-started", "pgupgrade-rolled-back")
+	p := e2eStartWith(t, bin, dataDir, pause.env, flags)
 	key := e2eAdminKey(t, dataDir)
 	prjID := p.e2eProvision(t, key, "upgraded by pg_upgrade")
 	prj := p.project(t, key, prjID)
@@ -100,13 +102,11 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 	for round, step := range []string{"pgupgrade-stopped", "pgupgrade-old-running", "pgupgrade-new-running", "pgupgrade-started"} {
 		e2eSQL(t, conns.PooledURL, true, fmt.Sprintf("INSERT INTO items SELECT g FROM generate_series(%d, %d) g", round*100+1, round*100+40))
 		want := itemsState(t, conns.DirectURL, false)
-		p.stop(t, syscall.SIGTERM)
-
-		marker := filepath.Join(markers, step)
-		p = e2eStartWith(t, bin, dataDir, []string{"APPLIANCE_TEST_JOB_PAUSE=" + step, "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}, flags)
+		pause.arm(t, step)
 		uj := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
-		waitMarker(t, p, marker, uj.ID+" "+step)
+		waitMarker(t, p, pause.marker, uj.ID+" "+step)
 		p.stop(t, syscall.SIGKILL)
+		pause.arm(t) // the retry goes through
 		// What outlives the appliance at each step.
 		switch step {
 		case "pgupgrade-old-running":
@@ -124,7 +124,7 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 		}
 		phase(fmt.Sprintf("round %d: appliance SIGKILLed at %s", round+1, step))
 
-		p = e2eStartWith(t, bin, dataDir, nil, flags)
+		p = e2eStartWith(t, bin, dataDir, pause.env, flags)
 		j := waitJobFor(t, p, key, uj.ID, restoreDeadline)
 		if j.State != "completed" || j.Attempts != 2 {
 			t.Fatalf("%s: upgrade job %s after %d attempts: %q\n%s", step, j.State, j.Attempts, j.Error, j.LastStderr)
@@ -161,14 +161,13 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 		t.Fatalf("upgrade before the rollback's crash: %s %q\n%s", j.State, j.Error, j.LastStderr)
 	}
 	want := itemsState(t, conns.DirectURL, false)
-	p.stop(t, syscall.SIGTERM)
-	marker := filepath.Join(markers, "rolled-back")
-	p = e2eStartWith(t, bin, dataDir, []string{"APPLIANCE_TEST_JOB_PAUSE=pgupgrade-rolled-back", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}, flags)
+	pause.arm(t, "pgupgrade-rolled-back")
 	rb := p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major/rollback", nil, http.StatusAccepted)
-	waitMarker(t, p, marker, rb.ID+" pgupgrade-rolled-back")
+	waitMarker(t, p, pause.marker, rb.ID+" pgupgrade-rolled-back")
 	p.stop(t, syscall.SIGKILL)
+	pause.arm(t)
 	phase("a rollback SIGKILLed after its record named the old directory")
-	p = e2eStartWith(t, bin, dataDir, nil, flags)
+	p = e2eStartWith(t, bin, dataDir, pause.env, flags)
 	if j := waitJobFor(t, p, key, rb.ID, restoreDeadline); j.State != "completed" {
 		t.Fatalf("the rollback's retry: %s %q\n%s", j.State, j.Error, j.LastStderr)
 	}
@@ -188,20 +187,18 @@ func TestPgUpgradeSurvivesCrash(t *testing.T) {
 	// Every attempt killed while pg_upgrade runs: the job fails, the project serves on 15.
 	e2eSQL(t, conns.PooledURL, true, "INSERT INTO items VALUES (999)")
 	want = itemsState(t, conns.DirectURL, false)
-	p.stop(t, syscall.SIGTERM)
-	marker = filepath.Join(markers, "exhausted")
-	env := []string{"APPLIANCE_TEST_JOB_PAUSE=pgupgrade-new-running", "APPLIANCE_TEST_JOB_PAUSE_MARKER=" + marker}
-	p = e2eStartWith(t, bin, dataDir, env, flags)
+	pause.arm(t, "pgupgrade-new-running")
 	uj = p.call(t, key, http.MethodPost, "/v1/projects/"+prjID+"/upgrade/major?target_major=17", nil, http.StatusAccepted)
 	for attempt := 1; attempt <= 3; attempt++ {
 		if attempt > 1 {
-			p = e2eStartWith(t, bin, dataDir, env, flags)
+			p = e2eStartWith(t, bin, dataDir, pause.env, flags)
 		}
-		e2eWaitLines(t, marker, attempt)
+		pause.wait(t, p, uj.ID+" pgupgrade-new-running", attempt)
 		p.stop(t, syscall.SIGKILL)
 	}
+	pause.arm(t)
 	phase("an upgrade killed while pg_upgrade ran in each of its 3 attempts")
-	p = e2eStartWith(t, bin, dataDir, nil, flags)
+	p = e2eStartWith(t, bin, dataDir, pause.env, flags)
 	if j := waitJobFor(t, p, key, uj.ID, restoreDeadline); j.State != "failed" || j.Attempts != 3 {
 		t.Fatalf("upgrade job %s after %d attempts: %q", j.State, j.Attempts, j.Error)
 	}
