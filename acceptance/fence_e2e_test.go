@@ -101,6 +101,9 @@ func TestClusterNodeLossRestore(t *testing.T) {
 	}
 
 	check("restore")
+	// Node 1 holds its lease again: the project it still hosts is active again (unfenced), so that its
+	// loss below is a new one, seen from the start.
+	a2.waitRuntime(t, admin, prj.id, "active")
 	killNode(t, a1, c.dirs[0])
 	a2.waitRuntime(t, admin, prj.id, "unavailable")
 	a2.do(t, admin, http.MethodPost, "/v1/projects/"+prj.id+"/restore-elsewhere", nil, http.StatusForbidden, nil)
