@@ -32,8 +32,9 @@ type moveCluster struct {
 	// env1 and flags1 start node 1 again (after a SIGKILL); env3 and flags3 node 3.
 	env1, flags1, env3, flags3 []string
 	// marker is the file node 3 (a test build that may hold a move-in at the move-standby, move-staged,
-	// move-cutover and move-opened steps) appends "<job> <step>" to when it holds one there: its staged
-	// standby runs, it caught up, the source paused, the project opened on node 3. It holds only at the step the file arm names (c.arm), until the test
+	// move-cutover, move-started and move-opened steps) appends "<job> <step>" to when it holds one there:
+	// its staged standby runs, it caught up, the source paused, the promoted copy's server and pooler run
+	// (fenced, before the word), the project opened on node 3. It holds only at the step the file arm names (c.arm), until the test
 	// empties it (c.release) or the step's bound ends.
 	marker, armFile string
 	dirs            []string
@@ -84,7 +85,7 @@ func newMoveCluster(t *testing.T) *moveCluster {
 		flags := append(append(clusterFlags(t, host, dirs[i+1]), "--public-host", host, "--pg-listen", host, "--join", tok), bk.flags()...)
 		env := bk.env
 		if i == 1 { // node 3 may hold its move-ins (the step armed, until released)
-			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged,move-cutover,move-opened",
+			env = append(slices.Clone(bk.env), "APPLIANCE_TEST_JOB_PAUSE=move-standby,move-staged,move-cutover,move-started,move-opened",
 				"APPLIANCE_TEST_JOB_PAUSE_MARKER="+marker, "APPLIANCE_TEST_JOB_PAUSE_ARM="+armFile)
 			env3, flags3 = env, flags
 		}
@@ -603,18 +604,18 @@ func runCLIFails(t *testing.T, bin string, args ...string) string {
 	return string(out)
 }
 
-// moveHeldAtCutover starts a move of the project from node 1 to node 3 (through node 2) and returns its
-// job's ID once node 3's move-in holds at its cutover: node 1 paused, fenced and stopped.
-func (c *moveCluster) moveHeldAtCutover(t *testing.T, sess string) string {
+// moveHeldAt starts a move of the project from node 1 to node 3 (through node 2) and returns its job's ID
+// once node 3's move-in holds at step, move-cutover (node 1 paused, fenced and stopped) or a later one.
+func (c *moveCluster) moveHeldAt(t *testing.T, sess, step string) string {
 	t.Helper()
 	var started struct {
 		Job *e2eJob `json:"job"`
 	}
-	heldBefore := c.held("move-cutover")
-	c.arm(t, "move-cutover")
+	heldBefore := c.held(step)
+	c.arm(t, step)
 	c.procs[1].do(t, sess, http.MethodPost, "/v1/projects/"+c.prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
-	e2eEventually(t, 2*time.Minute, "node 3's move-in at its cutover (node 1 paused)", func() (bool, string) {
-		n := c.held("move-cutover")
+	e2eEventually(t, 2*time.Minute, "node 3's move-in at "+step+" (node 1 paused)", func() (bool, string) {
+		n := c.held(step)
 		return n > heldBefore, fmt.Sprint(n)
 	})
 	return started.Job.ID
@@ -628,7 +629,7 @@ func (c *moveCluster) moveHeldAtCutover(t *testing.T, sess string) string {
 // nothing of it, node 1 kept nothing aside.
 func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *writer) {
 	a2, admin, prj := c.procs[1], c.admin, c.prj
-	moveID := c.moveHeldAtCutover(t, sess)
+	moveID := c.moveHeldAt(t, sess, "move-cutover")
 	if left := e2eProcsUnder(filepath.Join(c.dirs[0], "instances", c.inst)); len(left) > 0 {
 		t.Fatalf("node 1 paused (the target at its cutover), yet processes of the project run there: %v", left)
 	}
@@ -665,7 +666,7 @@ func (c *moveCluster) moveThroughTargetCrash(t *testing.T, sess string, w *write
 func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *writer) {
 	a2, admin, prj := c.procs[1], c.admin, c.prj
 	asideBefore, _ := filepath.Glob(filepath.Join(c.dirs[0], "instances", c.inst+".moved-*"))
-	moveID := c.moveHeldAtCutover(t, sess)
+	moveID := c.moveHeldAt(t, sess, "move-cutover")
 	c.procs[0].stop(t, syscall.SIGKILL)
 	c.procs[0] = e2eStartWith(t, c.bin, c.dirs[0], c.env1, c.flags1)
 	// Node 1 is up (its instances adopted) while node 3 still holds: the paused project is not started.
@@ -719,7 +720,10 @@ func keptAside(dir string, before []string) []string {
 	return added
 }
 
-// moveThroughTargetCrashOpened: a move of the project from node 1 to node 3 whose target, node 3, is
+// moveThroughTargetCrashOpened: a move of the project from node 1 to node 3 held first once node 3's
+// rebuild started the promoted copy's server and pooler, before the word that it opened the project
+// (move-started: the records and the direct URL name node 3, yet a client's login there is refused by
+// pg_hba.conf and no row is acknowledged through node 3's URL), then whose target, node 3, is
 // SIGKILLed after the rebuild opened the project there (held at move-opened: its records name node 3, a
 // client's writes through node 3's URL are acknowledged), before its move-in job completes, then started
 // again. The move happened: the move job, on node 1, does not take the project back (it would lose what
@@ -734,8 +738,32 @@ func (c *moveCluster) moveThroughTargetCrashOpened(t *testing.T, sess string, w 
 		Job *e2eJob `json:"job"`
 	}
 	heldBefore := c.held("move-opened")
-	c.arm(t, "move-opened")
+	startedBefore := c.held("move-started")
+	c.arm(t, "move-started")
 	a2.do(t, sess, http.MethodPost, "/v1/projects/"+prj+"/move", map[string]any{"node": c.nodes[2].ID}, http.StatusAccepted, &started)
+	e2eEventually(t, 2*time.Minute, "node 3's rebuild held once its server and pooler run, before the word", func() (bool, string) {
+		n := c.held("move-started")
+		return n > startedBefore, fmt.Sprint(n)
+	})
+	// Before the word: the records and the direct URL name node 3, yet its server admits no client.
+	direct := a2.connections(t, admin, prj).DirectURL
+	if pu, err := url.Parse(direct); err != nil || pu.Hostname() != "127.0.0.3" {
+		t.Fatalf("direct URL while node 3's rebuild holds before the word: %v %s, want node 3's", err, e2eRedact(direct))
+	}
+	lctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	client, err := pgx.Connect(lctx, direct)
+	cancel()
+	if err == nil {
+		client.Close(context.Background())
+		t.Fatalf("a client logged in through node 3's direct URL before the move's word that it opened the project")
+	}
+	if !strings.Contains(err.Error(), "pg_hba.conf rejects connection") {
+		t.Fatalf("a client's login through node 3's direct URL before the word: %v, want pg_hba.conf's refusal", err)
+	}
+	if n := w.ackedThrough("127.0.0.3"); n != 0 {
+		t.Fatalf("%d rows acknowledged through node 3's URL before the move's word", n)
+	}
+	c.arm(t, "move-opened") // the hold at move-started ends; the next one is after the word
 	e2eEventually(t, 2*time.Minute, "node 3's move-in held after it opened the project", func() (bool, string) {
 		n := c.held("move-opened")
 		return n > heldBefore, fmt.Sprint(n)

@@ -389,6 +389,11 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		}
 		s.repairEndedRestores(ctx, p.inst)
 		s.upgrades.RepairEnded(ctx, p.prj, p.inst, s.log)
+		// A move's copy its rebuild started fenced, the word that it opened the project here written (its
+		// records name this node): the crash came before the rebuild let clients in.
+		if err := s.openMoveFenced(ctx, p.inst); err != nil {
+			s.log.Error("adoption: let clients in on a moved project's copy started fenced", "project", p.prj.ID, "err", err)
+		}
 		if !s.eng.Instance(p.inst).Initialized() {
 			// Its data is gone (metadata older than the data directory: ReportMismatches says so); starting
 			// it would only make an empty directory.
@@ -436,6 +441,45 @@ func (s *Service) AdoptInstances(ctx context.Context) error {
 		s.log.Warn("adoption: not every server the supervisor starts serves yet; the job runner starts anyway", "waited", adoptStartWait)
 	}
 	return nil
+}
+
+// openMoveFenced lets clients in on inst's copy when a move's rebuild started it fenced (nothing
+// otherwise): its pg_hba.conf the usual one, in force on its server when it runs; then the mark goes. A
+// node self-fenced meanwhile stays fenced: its own unfence opens the copy (nodeloss.FenceMarker "open").
+func (s *Service) openMoveFenced(ctx context.Context, inst *store.Instance) error {
+	mark := filepath.Join(inst.Dir, moveFenced)
+	if _, err := os.Stat(mark); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	pgi := s.eng.Instance(inst)
+	switch _, running, _ := pgi.Status(); {
+	case nodeloss.SelfFenced(inst.Dir):
+		if err := os.WriteFile(filepath.Join(inst.Dir, nodeloss.FenceMarker), []byte("open\n"), 0o600); err != nil {
+			return err
+		}
+	default:
+		if err := pgi.Fence(false); err != nil {
+			return err
+		}
+		if running {
+			pw, err := s.box.Open(inst.AdminPassword)
+			if err != nil {
+				return fmt.Errorf("open the admin password: %w", err)
+			}
+			conn, err := pgi.Admin(ctx, string(pw))
+			if err != nil {
+				return err
+			}
+			err = postgres.ReloadConf(ctx, conn)
+			conn.Close(context.WithoutCancel(ctx))
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return os.Remove(mark)
 }
 
 // adoptStartWait bounds AdoptInstances' wait for the servers it has the supervisor start.

@@ -285,12 +285,12 @@ func (h moveHost) PromoteStaged(ctx context.Context, projectID, key string, time
 	return s.eng.PromoteStaged(ctx, inst, key, pw, off)
 }
 
-func (h moveHost) RebuildStaged(ctx context.Context, projectID, from, key, backupKey string, opened func(*store.Tx) error) (*nodeloss.Rebuilt, error) {
+func (h moveHost) RebuildStaged(ctx context.Context, projectID, from, key, backupKey string, started func(context.Context), opened func(*store.Tx) error) (*nodeloss.Rebuilt, error) {
 	inst, _, err := h.stagingRecord(projectID)
 	if err != nil {
 		return nil, err
 	}
-	return nodeLossHost(h).rebuild(ctx, projectID, from, &stagedCopy{BackupKey: backupKey, Fill: h.s.eng.StagedFill(inst, key), Opened: opened})
+	return nodeLossHost(h).rebuild(ctx, projectID, from, &stagedCopy{BackupKey: backupKey, Fill: h.s.eng.StagedFill(inst, key), Started: started, Opened: opened})
 }
 
 func (h moveHost) RemoveStaged(ctx context.Context, projectID string) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/theappliance/appliance/api"
@@ -117,13 +118,17 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 	if staged != nil {
 		// The staged copy records its epoch as soon as its data is in, before its server starts: a crash of
 		// this node after the move opened the project here finds a copy of the placement, which its start
-		// serves (a copy without it would be kept aside as stale).
+		// serves (a copy without it would be kept aside as stale). Its server starts fenced (marked so:
+		// moveFenced) and lets clients in once the word that the move opened it here is written.
 		sc, fill := *staged, staged.Fill
 		sc.Fill = func(ctx context.Context, exec daemon.ExecFunc, dataDir string) error {
 			if err := fill(ctx, exec, dataDir); err != nil {
 				return err
 			}
-			return nodeloss.RecordEpoch(dir, epoch)
+			if err := nodeloss.RecordEpoch(dir, epoch); err != nil {
+				return err
+			}
+			return markMoveFenced(dir)
 		}
 		r.staged = &sc
 	}
@@ -146,8 +151,17 @@ func (h nodeLossHost) rebuild(ctx context.Context, projectID, from string, stage
 	if err := nodeloss.RecordEpoch(inst.Dir, prj.PlacementEpoch); err != nil {
 		return nil, err
 	}
+	// The word is written (the move happened): clients in. Should that fail, the project is this node's
+	// all the same (watched; its next start lets them in): the error says so.
+	var unfenceErr error
+	if staged != nil {
+		unfenceErr = s.openMoveFenced(ctx, inst)
+	}
 	if err := s.eng.Watch(inst, prj); err != nil {
 		return nil, err
+	}
+	if unfenceErr != nil {
+		return nil, fmt.Errorf("the project opened on node %s, but its server still refuses client logins (the node's next start lets them in): %w", s.cfg.NodeID, unfenceErr)
 	}
 	r.done("watch")
 	return &nodeloss.Rebuilt{Project: prj, BackupKey: rp.BackupKey, LSN: rp.LSN, At: rp.At, Timeline: rp.Timeline, Notes: rp.Notes, StepsMS: r.steps.MS}, nil
@@ -184,4 +198,16 @@ func (h nodeLossHost) moveBack(ctx context.Context, prj *store.Project, inst *st
 		i.UpdatedAt = s.now()
 		return store.Instances.Put(tx, &i)
 	})
+}
+
+// moveFenced is the file, in an instance's directory, of a copy a move's rebuild started fenced (its
+// server admits the admin alone until the word that the move opened the project here is written). The
+// rebuild removes it once it let clients in; the node's start, finding it on a copy of a project the node
+// serves (a crash came after the word, before the rebuild let clients in), lets them in (openMoveFenced).
+// A copy fenced for another reason (an upgrade's, the node's self-fence) has no such file.
+const moveFenced = "move-fenced"
+
+// markMoveFenced marks the copy of dir as started fenced by a move's rebuild.
+func markMoveFenced(dir string) error {
+	return os.WriteFile(filepath.Join(dir, moveFenced), []byte("fenced until the move's word\n"), 0o600)
 }

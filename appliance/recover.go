@@ -259,6 +259,10 @@ type stagedCopy struct {
 	// Opened, when not nil, is written in the transaction that records the project active on this node
 	// (the move's word that it opened here: from then on the move happened).
 	Opened func(*store.Tx) error
+	// Started, when not nil, is called once the server (started fenced: no client login until the word
+	// is written, then the rebuild lets them in) and the pooler run, before that transaction (a test
+	// build's hold).
+	Started func(context.Context)
 }
 
 // reconcile makes the records fit the new machine in one transaction and returns the projects to rebuild
@@ -555,6 +559,9 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 				Recovery: &instances.RecoverySpec{JobID: "recover-" + prj.ID, Archive: archive, Target: instances.Target{End: true}}}}
 		if r.staged != nil { // promoted already: its data directory is moved in as it is
 			spec.Clone = &instances.CloneSpec{AdminPassword: string(adminPW), Fill: r.staged.Fill}
+			// A move's copy takes no client write before the word that it opened here: a crash before the
+			// word rolls the move back, and the source's copy would lack what this one acknowledged.
+			spec.Fenced = true
 		}
 		if version, err = s.eng.Provision(ctx, nil, spec); err == nil {
 			break
@@ -587,6 +594,9 @@ func (r *recovery) project(ctx context.Context, e ProjectRecovery) RecoveredProj
 		return rp
 	}
 	r.done("timeline_switch")
+	if r.staged != nil && r.staged.Started != nil {
+		r.staged.Started(ctx)
+	}
 	err = s.db.Update(func(tx *store.Tx) error {
 		_, err := s.settle(tx, inst.ID, InstanceRunning, prj.ID, func(p *store.Project) {
 			p.State, p.RuntimeStatus, p.PostgresVersion, p.LastError = ProjectActive, RuntimeActive, version, ""

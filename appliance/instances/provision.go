@@ -29,6 +29,10 @@ type ProvisionSpec struct {
 	// error to report (moving the port for the next attempt when another process took it).
 	PortTaken func(pooler bool, err error) error
 	Steps     *Timer
+	// Fenced starts the server fenced (postgres.Instance.Fence: only the admin's loopback logins, which
+	// the provisioning uses; the pooler's logins to the server are refused as well): the caller lets
+	// clients in once it may (a move's target, once its word that it opened the project is written).
+	Fenced bool
 }
 
 // Provision creates, starts and configures a project's instance and pooler (initdb or a claimed spare or
@@ -59,6 +63,9 @@ func (m *Manager) Provision(ctx context.Context, exec daemon.ExecFunc, spec Prov
 		if action, err = pgi.WriteSettings(spec.Settings); err == nil {
 			err = pgi.Apply(ctx, exec, action)
 		}
+	}
+	if err == nil && spec.Fenced {
+		err = pgi.Fence(true)
 	}
 	if err != nil {
 		return "", err

@@ -84,8 +84,10 @@ type Host interface {
 	// On the target: Stage restores the project's newest base backup (of the cluster it runs) into a
 	// staging directory named by key and starts it as a standby of the WAL archive, and returns the
 	// backup's key; StagedReplay is where that standby replayed to; RebuildStaged is Rebuild from that copy
-	// (the base backup backupKey's; promoted first; opened is written in the transaction that records the
-	// project active here: the move's commit); RemoveStaged stops and removes every staged copy of the project here.
+	// (the base backup backupKey's; promoted first; its server started fenced, admitting no client until
+	// opened is written in the transaction that records the project active here: the move's commit;
+	// started is called once the server and pooler run, before that transaction); RemoveStaged stops and
+	// removes every staged copy of the project here.
 	Stage(ctx context.Context, projectID, key string) (backupKey string, err error)
 	StagedReplay(ctx context.Context, projectID, key string) (lsn string, err error)
 	// CheckpointStaged writes what the staged standby replayed to disk (a restartpoint).
@@ -94,7 +96,7 @@ type Host interface {
 	// (timeline: the one the source wrote on, 0 unknown).
 	PromoteStaged(ctx context.Context, projectID, key string, timeline int) (lsn string, err error)
 	// opened is written in the transaction that records the project active here (the move's commit).
-	RebuildStaged(ctx context.Context, projectID, from, key, backupKey string, opened func(*store.Tx) error) (*nodeloss.Rebuilt, error)
+	RebuildStaged(ctx context.Context, projectID, from, key, backupKey string, started func(context.Context), opened func(*store.Tx) error) (*nodeloss.Rebuilt, error)
 	RemoveStaged(ctx context.Context, projectID string) error
 	// On the source: CatchUp commits, switches the WAL and waits until the segment is in the archive,
 	// and returns the switch's position; WALSince is how many bytes of WAL the server wrote since lsn;
@@ -466,13 +468,16 @@ const stateOpened = "opened"
 // until the test releases it, or until its staged standby stops running (a test kills it there):
 // StepStandby once the standby runs, before the source is told; StepStaged once it caught up, before the
 // source is told (and pauses); StepCutover once the source paused (fenced, last WAL archived, server
-// stopped), before the copy's last replay and promotion; StepOpened once the rebuild opened the project on
-// the target (its records name it, it takes writes), before the move-in job completes (held up to 30 s,
+// stopped), before the copy's last replay and promotion; StepStarted once the rebuild started the
+// promoted copy's server (fenced: the admin's logins alone) and pooler, before the transaction that writes
+// the word opened (held up to 30 s, whether or not a staged copy runs); StepOpened once the rebuild opened
+// the project on the target (its records name it, it takes writes), before the move-in job completes (held up to 30 s,
 // whether or not a staged copy runs: there is none left).
 const (
 	StepStandby = "move-standby"
 	StepStaged  = "move-staged"
 	StepCutover = "move-cutover"
+	StepStarted = "move-started"
 	StepOpened  = "move-opened"
 )
 
@@ -1014,7 +1019,14 @@ func (s *Service) moveInJob(ctx context.Context, run *scheduler.Run) (res any, e
 	opened := func(tx *store.Tx) error {
 		return putJSON(tx, stagePrefix+id, stageState{State: stateOpened, Key: pl.Key, BackupKey: backupKey, ReplayLSN: lsn, StagingMS: stagingMS, OpenedAt: s.now()})
 	}
-	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey, opened)
+	// Started (fenced, the word not written): a test build may hold the rebuild there (a test tries a
+	// client's login).
+	fencedStart := func(ctx context.Context) {
+		hctx, cancel := context.WithTimeout(ctx, holdCutover)
+		defer cancel()
+		s.host.Step(hctx, run.Job.ID, StepStarted)
+	}
+	rp, err := s.host.RebuildStaged(ctx, id, pl.From, pl.Key, backupKey, fencedStart, opened)
 	if err != nil {
 		return nil, err
 	}
