@@ -34,7 +34,7 @@ func bucketEnv(t *testing.T) (*appliancetest.Env, *appliance.Principal, *s3test.
 // bucketEnvWith is bucketEnv with options (its BackupObjects is the bucket's).
 func bucketEnvWith(t *testing.T, o appliancetest.Options) (*appliancetest.Env, *appliance.Principal, *s3test.Server, *backup.Store) {
 	t.Helper()
-	srv := s3test.Start(t)
+	srv := s3test.StartIn(t, appliancetest.TraversableTempDir(t)) // the Envs' filesystem (MainOnScratchFS)
 	var bs *backup.Store
 	o.BackupObjects = func(dir string, chown func(string) error) (backup.Objects, error) {
 		cfg := srv.Config("appliance/")

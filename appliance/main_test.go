@@ -10,8 +10,8 @@ import (
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
-// TestMain installs what the tests run when it is missing (see testtools), and removes the process's
-// initdb templates (appliancetest) after the tests.
+// TestMain installs what the tests run when it is missing (see testtools), and runs the tests with their
+// appliances' directories on a filesystem of the process's own (appliancetest.MainOnScratchFS).
 //
 // The S3 client's retries wait less between tries here (20 ms growing to 100 ms, not 200 ms to 1 s): the
 // tests' bucket is a local server that is up or killed, never slow, and a request to a killed one was
@@ -19,5 +19,5 @@ import (
 // down took 55 s). The number of tries is the client's own.
 func TestMain(m *testing.M) {
 	minio.DefaultRetryUnit, minio.DefaultRetryCap = 20*time.Millisecond, 100*time.Millisecond
-	appliancetest.Main(m, testtools.Versitygw)
+	appliancetest.MainOnScratchFS(m, testtools.Versitygw)
 }

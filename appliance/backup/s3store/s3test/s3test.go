@@ -42,11 +42,17 @@ type Server struct {
 // end.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartIn(t, t.TempDir())
+}
+
+// StartIn is Start with the server's directory (its objects and log) in dir, an empty directory the test
+// removes.
+func StartIn(t testing.TB, dir string) *Server {
+	t.Helper()
 	bin := testtools.Versitygw.Path()
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatalf("versitygw is not built (the package's TestMain builds it: testtools.Main(m, testtools.Versitygw)): %v", err)
 	}
-	dir := t.TempDir()
 	s := &Server{Dir: filepath.Join(dir, "data"), AccessKey: "testaccess", SecretKey: "testsecret-0123456789",
 		Bucket: "test", t: t, bin: bin, log: filepath.Join(dir, "versitygw.log")}
 	if err := os.Mkdir(s.Dir, 0o700); err != nil {
