@@ -146,11 +146,19 @@ func (i *Instance) template(ctx context.Context, ex daemon.ExecFunc) (string, fu
 		return "", nil, fmt.Errorf("initdb template: %w", err)
 	}
 	return filepath.Join(build, "pgdata"), func() {
+		// Moved aside first, here: a later Init of this instance (an upgrade's retry, after its failed
+		// attempt removed the new cluster and, with it, this build before it was kept) builds in build
+		// again, and the removal of what is kept in the background took that build from under its initdb.
+		aside := build + "-" + hex.EncodeToString(randomBytes(6))
+		if err := os.Rename(build, aside); err != nil {
+			os.RemoveAll(build)
+			return
+		}
 		keeping.Add(1)
 		go func() {
 			defer keeping.Done()
-			defer os.RemoveAll(build)
-			_ = keepTemplate(filepath.Join(build, "pgdata"), i.TemplateDir, dir, i.User) // the next Init makes it again
+			defer os.RemoveAll(aside)
+			_ = keepTemplate(filepath.Join(aside, "pgdata"), i.TemplateDir, dir, i.User) // the next Init makes it again
 		}()
 	}, nil
 }

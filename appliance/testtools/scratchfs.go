@@ -13,7 +13,8 @@ import (
 // ScratchFS mounts a filesystem of the test process's own: an ext4 with a journal (Debian's mkfs.ext4, as
 // a Debian server's disk has it) in a sparse image file of size bytes, mounted with `mount -o
 // loop,discard` (the blocks its files free are given back to the image's filesystem) on a directory it
-// returns, of mode 0711 (the instances' OS user traverses it). unmount unmounts it and removes the image;
+// returns, <tmp>/appliance-test-scratch/<pid> (short: the appliances' Unix sockets live under it), of
+// mode 0711 (the instances' OS user traverses it). unmount unmounts it and removes the image;
 // a process that died with its filesystem mounted has it removed by the next process's ScratchFS.
 //
 // Why: the machines of this project (CI's too) have a root filesystem that is an ext4 without a journal,
@@ -37,16 +38,13 @@ func ScratchFS(size int64) (mnt string, unmount func() error, err error) {
 		return "", nil, err
 	}
 	removeStaleScratch(root)
-	dir := filepath.Join(root, strconv.Itoa(os.Getpid()))
-	removeScratch(dir) // a process of the same pid before this one
-	if err := os.Mkdir(dir, 0o711); err != nil {
-		return "", nil, err
-	}
+	mnt = filepath.Join(root, strconv.Itoa(os.Getpid()))
+	removeScratch(mnt) // a process of the same pid before this one
 	fail := func(err error) (string, func() error, error) {
-		removeScratch(dir)
+		removeScratch(mnt)
 		return "", nil, err
 	}
-	img := filepath.Join(dir, "fs.img")
+	img := mnt + ".img"
 	f, err := os.Create(img)
 	if err != nil {
 		return fail(err)
@@ -63,7 +61,6 @@ func ScratchFS(size int64) (mnt string, unmount func() error, err error) {
 	if out, err := exec.Command(mkfs, "-q", "-F", "-i", "65536", "-E", "lazy_itable_init=0,lazy_journal_init=0", img).CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("mkfs.ext4: %v: %s", err, out))
 	}
-	mnt = filepath.Join(dir, "mnt")
 	if err := os.Mkdir(mnt, 0o711); err != nil {
 		return fail(err)
 	}
@@ -73,19 +70,16 @@ func ScratchFS(size int64) (mnt string, unmount func() error, err error) {
 	// The filesystem's root, made by mkfs, is root's 0755 with lost+found: 0711 lets the instances' user
 	// through, as the temporary directories' parents do.
 	if err := os.Chmod(mnt, 0o711); err != nil {
-		removeScratch(dir)
+		removeScratch(mnt)
 		return "", nil, err
 	}
-	return mnt, func() error { return removeScratch(dir) }, nil
+	return mnt, func() error { return removeScratch(mnt) }, nil
 }
 
-// removeScratch unmounts dir/mnt (lazily when busy: a process left running in it), detaches its loop
-// device (the mount's autoclear does, unless the unmount was lazy) and removes dir with the image.
-func removeScratch(dir string) error {
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		return nil
-	}
-	mnt, img := filepath.Join(dir, "mnt"), filepath.Join(dir, "fs.img")
+// removeScratch unmounts mnt (lazily when busy: a process left running in it), detaches its loop device
+// (the mount's autoclear does, unless the unmount was lazy) and removes mnt and its image mnt.img.
+func removeScratch(mnt string) error {
+	img := mnt + ".img"
 	var errs []error
 	if mounted(mnt) {
 		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
@@ -105,8 +99,10 @@ func removeScratch(dir string) error {
 	if mounted(mnt) { // never remove what is still mounted there
 		return errors.Join(append(errs, fmt.Errorf("%s is still mounted", mnt))...)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		errs = append(errs, err)
+	for _, p := range []string{mnt, img} {
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -118,12 +114,13 @@ func removeStaleScratch(root string) {
 		return
 	}
 	for _, en := range entries {
-		pid, err := strconv.Atoi(en.Name())
+		name := strings.TrimSuffix(en.Name(), ".img")
+		pid, err := strconv.Atoi(name)
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join("/proc", en.Name())); os.IsNotExist(err) {
-			_ = removeScratch(filepath.Join(root, en.Name()))
+		if _, err := os.Stat(filepath.Join("/proc", name)); os.IsNotExist(err) {
+			_ = removeScratch(filepath.Join(root, name))
 		}
 	}
 }
