@@ -179,7 +179,10 @@ func New(t testing.TB, o Options) *Env {
 	}
 	log := o.Log
 	if log == nil {
-		log = slog.New(slog.NewTextHandler(logFile(t), &slog.HandlerOptions{Level: slog.LevelDebug}))
+		log = slog.New(slog.NewTextHandler(io.Discard, nil)) // info and above, formatted for nothing: skip debug
+		if f := logFile(t); f != nil {
+			log = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "instances"), 0o711); err != nil {
 		t.Fatal(err)
@@ -373,12 +376,12 @@ func TraversableTempDir(t testing.TB) string {
 // timestamped: where a test's time goes), one file per test; unset, that log is discarded.
 const LogDirEnv = "APPLIANCE_TEST_LOG_DIR"
 
-// logFile is where the Env of t writes its service's log when Options.Log is nil.
+// logFile is where the Env of t writes its service's log when Options.Log is nil (nil: nowhere).
 func logFile(t testing.TB) io.Writer {
 	t.Helper()
 	dir := os.Getenv(LogDirEnv)
 	if dir == "" {
-		return io.Discard
+		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
