@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/theappliance/appliance/appliance/appliancetest"
 	"github.com/theappliance/appliance/appliance/testtools"
 )
 
@@ -27,8 +28,9 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	testtools.Ready(testtools.Versitygw, testtools.StripeMock)
-	code := m.Run()
+	// The e2e appliances' data directories (TraversableTempDir) on a filesystem of the process's own: see
+	// appliancetest.MainOnScratchFS.
+	code := appliancetest.RunOnScratchFS(m, testtools.Versitygw, testtools.StripeMock)
 	e2eBinary.remove()
 	os.Exit(code)
 }

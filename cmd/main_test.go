@@ -9,4 +9,6 @@ import (
 
 // TestMain installs what the tests run when it is missing (see testtools), and removes the process's
 // initdb templates (appliancetest) after the tests.
-func TestMain(m *testing.M) { appliancetest.Main(m, testtools.Versitygw, testtools.StripeMock) }
+func TestMain(m *testing.M) {
+	appliancetest.MainOnScratchFS(m, testtools.Versitygw, testtools.StripeMock)
+}

@@ -475,6 +475,12 @@ const ScratchFSSize = 32 << 30
 // the tests that make and remove clusters spent a quarter to a half of their CPU there. Where the mount is
 // refused (not root, no loop devices) it says so and the tests use the temporary directory.
 func MainOnScratchFS(m *testing.M, programs ...testtools.GoProgram) {
+	os.Exit(RunOnScratchFS(m, programs...))
+}
+
+// RunOnScratchFS is MainOnScratchFS for a TestMain with more to do after the tests: it returns m.Run's
+// code, the scratch filesystem removed.
+func RunOnScratchFS(m *testing.M, programs ...testtools.GoProgram) int {
 	testtools.Ready(programs...)
 	mnt, unmount, err := testtools.ScratchFS(ScratchFSSize)
 	if err != nil {
@@ -488,7 +494,7 @@ func MainOnScratchFS(m *testing.M, programs ...testtools.GoProgram) {
 			fmt.Fprintf(os.Stderr, "appliancetest: remove the scratch filesystem: %v\n", err)
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // freeRange reserves a port range of at least n ports for the test's Env until the test ends. A range is
