@@ -363,6 +363,7 @@ func TestClusterMove(t *testing.T) {
 	// Crashes inside the pause: the target, the target after it opened the project (then the project
 	// moves back to node 1), then the source.
 	c.moveThroughTargetCrash(t, sess, w)
+	c.moveThroughTargetCrashStarted(t, sess, w)
 	c.moveThroughTargetCrashOpened(t, sess, w)
 	c.procs[1].do(t, sess, http.MethodPost, move, map[string]any{"node": c.nodes[0].ID}, http.StatusAccepted, &started)
 	if j := waitJobFor(t, a2, admin, started.Job.ID, restoreDeadline); j.State != "completed" {
@@ -706,6 +707,29 @@ func (c *moveCluster) moveThroughSourceCrash(t *testing.T, sess string, w *write
 	if left, _ := filepath.Glob(filepath.Join(c.dirs[2], "instances", c.inst+".stage-*")); len(left) != 0 {
 		t.Fatalf("staged copies left on node 3: %v", left)
 	}
+}
+
+// moveThroughTargetCrashStarted: a move of the project from node 1 to node 3 whose target, node 3, is
+// SIGKILLed once its rebuild started the promoted copy's server (held at move-started, before the word that
+// it opened the project), then started again. The copy's promotion archived a new timeline's history file
+// (a branch of the project's timeline the project will never be on); the move rolls back and node 1, the
+// source, moves itself to a timeline above that branch before it serves again. The project serves on node
+// 1, every acknowledged row there; the next move (moveThroughTargetCrashOpened), whose staged standby
+// follows the archive's latest timeline, finds every row node 1 acknowledged after the rollback.
+func (c *moveCluster) moveThroughTargetCrashStarted(t *testing.T, sess string, w *writer) {
+	a2, admin, prj := c.procs[1], c.admin, c.prj
+	moveID := c.moveHeldAt(t, sess, "move-started")
+	c.procs[2].stop(t, syscall.SIGKILL)
+	c.release(t)
+	c.procs[2] = e2eStartWith(t, c.bin, c.dirs[2], c.env3, c.flags3)
+	j := waitJobFor(t, a2, admin, moveID, restoreDeadline)
+	if j.State != "failed" {
+		t.Fatalf("a move whose target was killed after its promotion, before the word: %s %q %s", j.State, j.Error, j.Result)
+	}
+	t.Logf("the move whose target was killed after its promotion: %s", j.Error)
+	servesOnNode1(t, a2, admin, prj, w, "the target's crash after its promotion")
+	acked := w.ackedSoFar()
+	checkRows(t, a2.connections(t, admin, prj).DirectURL, acked)
 }
 
 // keptAside is the directories <dir>.moved-* there are now and were not in before.

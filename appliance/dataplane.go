@@ -78,6 +78,9 @@ type engine interface {
 	StagedFill(inst *store.Instance, key string) func(context.Context, daemon.ExecFunc, string) error
 	RemoveStaged(ctx context.Context, inst *store.Instance)
 	RemoveAllStaged(ctx context.Context, instancesDir string) []string
+	// A move's source resumed above a timeline its rolled-back target promoted to (instances/recovery.go).
+	NewTimeline(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, adminPW, restoreCmd, jobID string,
+		archived func(context.Context, string) (bool, error)) (instances.Branched, bool, error)
 }
 
 var _ engine = (*instances.Manager)(nil)

@@ -138,6 +138,9 @@ func (h moveHost) Resume(ctx context.Context, projectID string) error {
 	if inst == nil {
 		return errors.New("no instance record")
 	}
+	if err := h.leaveDeadBranch(ctx, prj, inst); err != nil {
+		return fmt.Errorf("move the project to a timeline above the one a rolled-back move's target promoted to: %w", err)
+	}
 	if err := s.eng.Instance(inst).Fence(false); err != nil {
 		return err
 	}
@@ -148,6 +151,56 @@ func (h moveHost) Resume(ctx context.Context, projectID string) error {
 		return err
 	}
 	s.setRuntime(projectID, RuntimeActive)
+	return nil
+}
+
+// leaveDeadBranch: a move's target that promoted its copy (then the move rolled back) archived the
+// history file of a timeline above the source's, a branch the source, resumed, does not follow — yet every
+// recovery that follows the archive's latest timeline (the next move's staged standby, a restore elsewhere
+// after a node's loss, a recovery to the archive's end) would take it and miss what the source writes
+// after. So the source, stopped (still fenced) and about to serve again, first moves itself to a new
+// timeline above it (instances.NewTimeline: a recovery of its own WAL on its own timeline, then a
+// promotion, which takes the archive's newest timeline + 1), recorded in the project's timeline log as a
+// restore's switch is. Nothing is done when the archive holds no timeline above the source's, when the
+// project's WAL is not archived, or when its server runs (an earlier attempt resumed it).
+func (h moveHost) leaveDeadBranch(ctx context.Context, prj *store.Project, inst *store.Instance) error {
+	s := h.s
+	if inst.WALArchiveOff {
+		return nil
+	}
+	if _, running, err := s.eng.Instance(inst).Status(); err != nil || running {
+		return err
+	}
+	dp, err := s.dataPlane()
+	if err != nil {
+		return err
+	}
+	bs := s.backupStore(dp)
+	archived := func(ctx context.Context, name string) (bool, error) {
+		return bs.WALArchived(ctx, prj.ID, inst.WALArchive, name)
+	}
+	_, restore, err := s.walCommands(ctx, dp, prj.ID, inst.WALArchive)
+	if err != nil {
+		return err
+	}
+	pw, err := s.box.Open(inst.AdminPassword)
+	if err != nil {
+		return err
+	}
+	jobID := "move-rollback-" + prj.ID + "-" + s.now().UTC().Format("20060102T150405Z")
+	b, moved, err := s.eng.NewTimeline(ctx, nil, inst, string(pw), restore, jobID, archived)
+	if err != nil || !moved {
+		return err
+	}
+	sw := backups.TimelineSwitch{JobID: jobID, From: b.From, To: b.To, At: b.Switched}
+	if nb, err := (&recovery{s: s}).newestBackup(prj.ID, inst.WALArchive); err == nil && nb != nil {
+		sw.BackupID = nb.ID
+	}
+	if err := backups.AppendTimelineSwitch(ctx, bs, prj.ID, sw); err != nil {
+		return fmt.Errorf("moved to timeline %d, but the timeline switch was not recorded: %w", b.To, err)
+	}
+	s.log.Warn("move: the source, resumed after a rolled-back move whose target had promoted its copy, moved to a new timeline above the target's",
+		"project", prj.ID, "from_timeline", b.From, "to_timeline", b.To, "at", b.At)
 	return nil
 }
 

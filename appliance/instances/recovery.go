@@ -290,3 +290,128 @@ func (m *Manager) writeUserFile(path string, data []byte) error {
 	}
 	return m.cfg.User.Chown(path)
 }
+
+// HistoryAbove reports whether the WAL archive holds the history file of a timeline above tl, which a
+// recovery that follows the archive's latest timeline would take (a branch the server on tl does not
+// follow: a move's target promoted its copy, then the move was rolled back). Only tl+1 is asked for:
+// PostgreSQL numbers a new timeline the newest it finds + 1, looking for the history files in order.
+// archived is the archive's Archived.
+func HistoryAbove(ctx context.Context, archived func(context.Context, string) (bool, error), tl int) (bool, error) {
+	if tl <= 0 {
+		return false, fmt.Errorf("invalid timeline %d", tl)
+	}
+	return archived(ctx, fmt.Sprintf("%08X.history", tl+1))
+}
+
+// Branched is where NewTimeline moved a server: from timeline From to To, at the WAL position At (where
+// To branched off From), at the time Switched.
+type Branched struct {
+	From, To int
+	At       string
+	Switched time.Time
+}
+
+// NewTimeline moves the stopped server of inst onto a new timeline above every one the WAL archive
+// holds, if the archive holds one above the server's own (HistoryAbove), and leaves it running (still
+// fenced if it was). The server starts with recovery settings that recover from the archive
+// (restoreCmd) on its own timeline, with no target — recovery ends at the end of its own WAL, nothing
+// replayed but its last checkpoint — and promotes: PostgreSQL takes the next timeline after the newest
+// history file it finds in the archive, whose history says it branched off the server's at its end. The
+// settings are dropped once it promoted. ok is false, the server untouched (not started), when the archive
+// holds no timeline above its own.
+func (m *Manager) NewTimeline(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, adminPW, restoreCmd, jobID string,
+	archived func(context.Context, string) (bool, error)) (b Branched, ok bool, err error) {
+	pgi := m.Instance(inst)
+	if _, running, err := pgi.Status(); err != nil {
+		return b, false, err
+	} else if running {
+		return b, false, fmt.Errorf("instance %s runs: its timeline is moved only while it is stopped", inst.ID)
+	}
+	if b.From, err = StoppedTimeline(ctx, pgi); err != nil {
+		return b, false, err
+	}
+	if above, err := HistoryAbove(ctx, archived, b.From); err != nil || !above {
+		return b, false, err
+	}
+	auto := pgi.DataDir() + "/postgresql.auto.conf"
+	original, err := os.ReadFile(auto)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return b, false, err
+	}
+	if i := strings.Index(string(original), recoveryMarker); i >= 0 { // an earlier attempt's
+		original = original[:i]
+	}
+	conf := recoveryConf(jobID, restoreCmd, Target{End: true, Timeline: b.From})
+	if err := m.writeUserFile(auto, append(append(original, recoveryMarker...), conf...)); err != nil {
+		return b, false, err
+	}
+	if err := m.writeUserFile(pgi.DataDir()+"/recovery.signal", nil); err != nil {
+		return b, false, err
+	}
+	since := time.Now()
+	if err := pgi.Start(ctx, exec); err != nil {
+		return b, false, fmt.Errorf("start the server to move it to a new timeline: %w", err)
+	}
+	if err := m.finishRecovery(ctx, pgi, adminPW, since); err != nil {
+		return b, false, err
+	}
+	conn, err := pgi.Admin(ctx, adminPW)
+	if err != nil {
+		return b, false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if b.To, _, err = CurrentTimeline(ctx, conn); err != nil {
+		return b, false, err
+	}
+	b.Switched = time.Now().UTC()
+	if b.To <= b.From+1 {
+		return b, false, fmt.Errorf("the server promoted to timeline %d, not above the archive's %d", b.To, b.From+1)
+	}
+	data, err := os.ReadFile(fmt.Sprintf("%s/pg_wal/%08X.history", pgi.DataDir(), b.To))
+	if err != nil {
+		return b, false, err
+	}
+	if _, at, err := ParentTimeline(data); err == nil {
+		b.At = at
+	}
+	return b, true, nil
+}
+
+// ParentTimeline reads a timeline's history file: the timeline it branched off and where (its last
+// line: parent timeline, switch point, reason).
+func ParentTimeline(history []byte) (parent int, at string, err error) {
+	for _, line := range strings.Split(strings.TrimSpace(string(history)), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && !strings.HasPrefix(f[0], "#") {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				parent, at = n, f[1]
+			}
+		}
+	}
+	if parent == 0 {
+		return 0, "", errors.New("the history file names no parent timeline")
+	}
+	return parent, at, nil
+}
+
+// StoppedTimeline is the timeline of a stopped server's last checkpoint (pg_controldata).
+func StoppedTimeline(ctx context.Context, pgi *postgres.Instance) (int, error) {
+	controldata, err := pgi.Bin.Path("pg_controldata")
+	if err != nil {
+		return 0, err
+	}
+	var out strings.Builder
+	cmd := pgi.User.Command(controldata, "-D", pgi.DataDir())
+	cmd.Stdout = &out
+	cmd.Env = append(cmd.Env, "LC_ALL=C")
+	if err := daemon.DefaultExec(ctx, cmd); err != nil {
+		return 0, fmt.Errorf("pg_controldata of instance %s: %w", pgi.ID, err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Latest checkpoint's TimeLineID" {
+			if tl, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && tl > 0 {
+				return tl, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("pg_controldata of instance %s names no timeline", pgi.ID)
+}
