@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -154,15 +155,18 @@ func (h moveHost) Resume(ctx context.Context, projectID string) error {
 	return nil
 }
 
-// leaveDeadBranch: a move's target that promoted its copy (then the move rolled back) archived the
-// history file of a timeline above the source's, a branch the source, resumed, does not follow — yet every
-// recovery that follows the archive's latest timeline (the next move's staged standby, a restore elsewhere
-// after a node's loss, a recovery to the archive's end) would take it and miss what the source writes
-// after. So the source, stopped (still fenced) and about to serve again, first moves itself to a new
-// timeline above it (instances.NewTimeline: a recovery of its own WAL on its own timeline, then a
-// promotion, which takes the archive's newest timeline + 1), recorded in the project's timeline log as a
-// restore's switch is. Nothing is done when the archive holds no timeline above the source's, when the
-// project's WAL is not archived, or when its server runs (an earlier attempt resumed it).
+// leaveDeadBranch: a move's target that promoted its copy (then the move rolled back) archives the
+// history file of a timeline above the source's — at once, or later (killed, once it runs again) — a
+// branch the source, resumed, does not follow; yet every recovery that follows the archive's latest
+// timeline (the next move's staged standby, a restore elsewhere after a node's loss, a recovery to the
+// archive's end) would take it and miss what the source writes after. So the source, stopped (still
+// fenced) and about to serve again, first moves itself to a new timeline above it when the archive holds
+// one or when the move told the target where it paused (moves.CutoverTold: the target may have promoted)
+// (instances.NewTimeline: a recovery of its own WAL on its own timeline, then a promotion, which takes
+// the newest timeline + 1, skipping the target's), recorded in the project's timeline log as a
+// restore's switch is (the dead branch's switch, which the target's rebuild recorded, dropped from it).
+// Nothing is done when the archive holds no timeline above the source's, when the project's WAL is not
+// archived, or when its server runs (an earlier attempt resumed it).
 func (h moveHost) leaveDeadBranch(ctx context.Context, prj *store.Project, inst *store.Instance) error {
 	s := h.s
 	if inst.WALArchiveOff {
@@ -188,15 +192,35 @@ func (h moveHost) leaveDeadBranch(ctx context.Context, prj *store.Project, inst 
 		return err
 	}
 	jobID := "move-rollback-" + prj.ID + "-" + s.now().UTC().Format("20060102T150405Z")
+	told := false // the target may have promoted, its history file not archived yet
+	_ = s.db.View(func(tx *store.Tx) error { told = moves.CutoverTold(tx, prj.ID); return nil })
+	if told {
+		pgi := s.eng.Instance(inst)
+		tl, at, err := instances.StoppedTimeline(ctx, pgi)
+		if err != nil {
+			return err
+		}
+		if above, err := instances.HistoryAbove(ctx, archived, tl); err != nil {
+			return err
+		} else if !above {
+			ph, err := instances.PlaceholderHistory(pgi, tl, at, "placeholder: a timeline the target of a rolled-back move may have promoted to ("+jobID+")")
+			if err != nil {
+				return err
+			}
+			if _, err := bs.PutWAL(ctx, prj.ID, inst.WALArchive, fmt.Sprintf("%08X.history", tl+1), bytes.NewReader(ph)); err != nil {
+				return fmt.Errorf("archive a placeholder of timeline %d's history: %w", tl+1, err)
+			}
+		}
+	}
 	b, moved, err := s.eng.NewTimeline(ctx, nil, inst, string(pw), restore, jobID, archived)
 	if err != nil || !moved {
 		return err
 	}
-	sw := backups.TimelineSwitch{JobID: jobID, From: b.From, To: b.To, At: b.Switched}
+	sw := backups.TimelineSwitch{JobID: jobID, From: b.From, To: b.To, At: b.Switched, Archive: inst.WALArchive, FromArchive: inst.WALArchive}
 	if nb, err := (&recovery{s: s}).newestBackup(prj.ID, inst.WALArchive); err == nil && nb != nil {
 		sw.BackupID = nb.ID
 	}
-	if err := backups.AppendTimelineSwitch(ctx, bs, prj.ID, sw); err != nil {
+	if err := backups.ReplaceDeadTimelines(ctx, bs, prj.ID, sw); err != nil {
 		return fmt.Errorf("moved to timeline %d, but the timeline switch was not recorded: %w", b.To, err)
 	}
 	s.log.Warn("move: the source, resumed after a rolled-back move whose target had promoted its copy, moved to a new timeline above the target's",

@@ -171,6 +171,26 @@ func AppendTimelineSwitch(ctx context.Context, bs *backup.Store, projectID strin
 	return bs.PutTimelines(ctx, projectID, data)
 }
 
+// ReplaceDeadTimelines is AppendTimelineSwitch for a switch that leaves the branches the project was never
+// on behind (a move's source, resumed after its rolled-back target promoted a copy: sw.To is above them):
+// the switches recorded to a timeline between sw.From and sw.To of sw's archive (or of none named: a
+// rebuild's) are dropped, so that a restore to a time reads none of them.
+func ReplaceDeadTimelines(ctx context.Context, bs *backup.Store, projectID string, sw TimelineSwitch) error {
+	all, err := readTimelineSwitches(ctx, bs, projectID)
+	if err != nil {
+		return err
+	}
+	all = slices.DeleteFunc(all, func(o TimelineSwitch) bool {
+		return o.JobID == sw.JobID || (o.To > sw.From && o.To < sw.To && (o.Archive == sw.Archive || o.Archive == ""))
+	})
+	all = append(all, sw)
+	data, err := json.MarshalIndent(all, "", "  ")
+	if err != nil {
+		return err
+	}
+	return bs.PutTimelines(ctx, projectID, data)
+}
+
 // timelineAt is the timeline the project was on at t (0: unknown) and the switch that made it (nil: none
 // recorded, it was the original one). current is the timeline now.
 func timelineAt(switches []TimelineSwitch, t time.Time, current int) (int, *TimelineSwitch) {

@@ -318,7 +318,8 @@ type Branched struct {
 // replayed but its last checkpoint — and promotes: PostgreSQL takes the next timeline after the newest
 // history file it finds in the archive, whose history says it branched off the server's at its end. The
 // settings are dropped once it promoted. ok is false, the server untouched (not started), when the archive
-// holds no timeline above its own.
+// holds no timeline above its own. (A timeline another copy may have promoted to, its history file not
+// archived yet, is put there first as a placeholder: PlaceholderHistory.)
 func (m *Manager) NewTimeline(ctx context.Context, exec daemon.ExecFunc, inst *store.Instance, adminPW, restoreCmd, jobID string,
 	archived func(context.Context, string) (bool, error)) (b Branched, ok bool, err error) {
 	pgi := m.Instance(inst)
@@ -327,7 +328,7 @@ func (m *Manager) NewTimeline(ctx context.Context, exec daemon.ExecFunc, inst *s
 	} else if running {
 		return b, false, fmt.Errorf("instance %s runs: its timeline is moved only while it is stopped", inst.ID)
 	}
-	if b.From, err = StoppedTimeline(ctx, pgi); err != nil {
+	if b.From, _, err = StoppedTimeline(ctx, pgi); err != nil {
 		return b, false, err
 	}
 	if above, err := HistoryAbove(ctx, archived, b.From); err != nil || !above {
@@ -393,25 +394,52 @@ func ParentTimeline(history []byte) (parent int, at string, err error) {
 	return parent, at, nil
 }
 
-// StoppedTimeline is the timeline of a stopped server's last checkpoint (pg_controldata).
-func StoppedTimeline(ctx context.Context, pgi *postgres.Instance) (int, error) {
+// StoppedTimeline is the timeline and the position of a stopped server's last checkpoint (pg_controldata).
+func StoppedTimeline(ctx context.Context, pgi *postgres.Instance) (int, string, error) {
 	controldata, err := pgi.Bin.Path("pg_controldata")
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	var out strings.Builder
 	cmd := pgi.User.Command(controldata, "-D", pgi.DataDir())
 	cmd.Stdout = &out
 	cmd.Env = append(cmd.Env, "LC_ALL=C")
 	if err := daemon.DefaultExec(ctx, cmd); err != nil {
-		return 0, fmt.Errorf("pg_controldata of instance %s: %w", pgi.ID, err)
+		return 0, "", fmt.Errorf("pg_controldata of instance %s: %w", pgi.ID, err)
 	}
+	tl, at := 0, ""
 	for _, line := range strings.Split(out.String(), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "Latest checkpoint's TimeLineID" {
-			if tl, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && tl > 0 {
-				return tl, nil
-			}
+		k, v, ok := strings.Cut(line, ":")
+		switch k, v = strings.TrimSpace(k), strings.TrimSpace(v); {
+		case !ok:
+		case k == "Latest checkpoint's TimeLineID":
+			tl, _ = strconv.Atoi(v)
+		case k == "Latest checkpoint location":
+			at = v
 		}
 	}
-	return 0, fmt.Errorf("pg_controldata of instance %s names no timeline", pgi.ID)
+	if tl <= 0 || at == "" {
+		return 0, "", fmt.Errorf("pg_controldata of instance %s names no timeline or checkpoint", pgi.ID)
+	}
+	return tl, at, nil
+}
+
+// PlaceholderHistory is a history file of timeline parent+1, branched off parent at lsn: parent's own
+// history file (read from the stopped server's pg_wal; timeline 1 has none) and its line. It stands in the
+// archive for a timeline another copy may have promoted to without its history file archived yet (a move's
+// target killed right after its promotion): PostgreSQL looks for the history files of the timelines above
+// one in order and stops at the first missing one, so a server moved above it (NewTimeline) would
+// otherwise be out of sight of every recovery to the latest timeline. The copy's own, if archived later,
+// branches off parent as well.
+func PlaceholderHistory(pgi *postgres.Instance, parent int, lsn, why string) ([]byte, error) {
+	var b []byte
+	if parent > 1 {
+		own, err := os.ReadFile(fmt.Sprintf("%s/pg_wal/%08X.history", pgi.DataDir(), parent))
+		if err != nil {
+			return nil, fmt.Errorf("timeline %d's history: %w", parent, err)
+		}
+		b = append([]byte(strings.TrimRight(string(own), "\n")), '\n')
+	}
+	why = strings.Join(strings.Fields(why), " ") // one line
+	return fmt.Appendf(b, "%d\t%s\t%s\n", parent, lsn, why), nil
 }

@@ -66,7 +66,8 @@ func TestParentTimeline(t *testing.T) {
 // next free timeline (3), whose history names its own (1) at its end; it runs, out of recovery, with
 // every row, no recovery settings left, and archives the new history file. A recovery of a base backup
 // of before, to the archive's latest timeline, then reaches the rows written after. Stopped again, with no
-// timeline above its own in the archive, it is left alone (not started).
+// timeline above its own in the archive, it is left alone (not started); with a placeholder of the next
+// one archived (PlaceholderHistory), it moves above it, and a recovery to the latest timeline follows.
 func TestNewTimeline(t *testing.T) {
 	t.Parallel()
 	srv := pgtest.Start(t, postgres.Settings{})
@@ -77,14 +78,67 @@ func TestNewTimeline(t *testing.T) {
 	archived := archiveDir(archive)
 	restore := fmt.Sprintf("cp %q %q", filepath.Join(archive, "%f"), "%p")
 
-	// A base backup of before (fetched now, recovered at the end).
-	baseDir := filepath.Join(filepath.Dir(srv.Instance.Dir), inst.ID+"-base")
-	if err := srv.Instance.User.Mkdir(baseDir, 0o700); err != nil {
-		t.Fatal(err)
+	// Two base backups of before (fetched now, each recovered to the archive's latest timeline later).
+	var bases []string
+	for i := range 2 {
+		baseDir := filepath.Join(filepath.Dir(srv.Instance.Dir), fmt.Sprintf("%s-base%d", inst.ID, i))
+		if err := srv.Instance.User.Mkdir(baseDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		bases = append(bases, filepath.Join(baseDir, "pgdata"))
+		if err := basebackupFetch(t, srv, nil)(ctx, nil, bases[i]); err != nil {
+			t.Fatal(err)
+		}
 	}
-	base := filepath.Join(baseDir, "pgdata")
-	if err := basebackupFetch(t, srv, nil)(ctx, nil, base); err != nil {
-		t.Fatal(err)
+	// rowsAtLatest recovers a base backup of before to the archive's end on its latest timeline (as a
+	// move's staged standby or a restore elsewhere does) and counts the rows there.
+	rowsAtLatest := func(name, base string) int {
+		t.Helper()
+		port, err := postgres.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cand := &postgres.Instance{ID: inst.ID + "-" + name, Dir: filepath.Join(filepath.Dir(srv.Instance.Dir), inst.ID+"-"+name),
+			ListenHost: "127.0.0.1", Port: port, Bin: srv.Instance.Bin, User: srv.Instance.User}
+		err = m.prepareCandidate(ctx, nil, srv.Instance, cand, func(_ context.Context, _ daemon.ExecFunc, dataDir string) error {
+			return os.Rename(base, dataDir)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkAuto := cand.DataDir() + "/postgresql.auto.conf"
+		orig, _ := os.ReadFile(checkAuto)
+		conf := append(append(orig, recoveryMarker...), recoveryConf("job_"+name, restore, Target{End: true})...)
+		conf = append(conf, "archive_mode = off\n"...)
+		if err := m.writeUserFile(checkAuto, conf); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.writeUserFile(cand.DataDir()+"/recovery.signal", nil); err != nil {
+			t.Fatal(err)
+		}
+		since := time.Now()
+		if err := startScratch(ctx, nil, cand); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cand.Stop(context.Background(), nil, daemon.StopImmediate) }()
+		if err := m.finishRecovery(ctx, cand, pgtest.AdminPassword, since); err != nil {
+			t.Fatal(err)
+		}
+		cc, err := cand.Admin(ctx, pgtest.AdminPassword)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close(context.Background())
+		var n int
+		if err := cc.QueryRow(ctx, "SELECT count(*) FROM public.written").Scan(&n); err != nil {
+			ls, _ := os.ReadDir(archive)
+			var names []string
+			for _, e := range ls {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("%s: %v\narchive: %v\n%s", name, err, names, strings.Join(cand.LogMessages(since, 60), "\n"))
+		}
+		return n
 	}
 	admin := srv.Admin(t, "postgres")
 	if _, err := admin.Exec(ctx, "CREATE TABLE public.written (n int); INSERT INTO public.written SELECT generate_series(1, 100)"); err != nil {
@@ -138,48 +192,8 @@ func TestNewTimeline(t *testing.T) {
 	}
 
 	// The base backup of before, recovered to the archive's end on its latest timeline, has every row.
-	port, err := postgres.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cand := &postgres.Instance{ID: inst.ID + "-check", Dir: filepath.Join(filepath.Dir(srv.Instance.Dir), inst.ID+"-check"),
-		ListenHost: "127.0.0.1", Port: port, Bin: srv.Instance.Bin, User: srv.Instance.User}
-	err = m.prepareCandidate(ctx, nil, srv.Instance, cand, func(_ context.Context, _ daemon.ExecFunc, dataDir string) error {
-		return os.Rename(base, dataDir)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkAuto := cand.DataDir() + "/postgresql.auto.conf"
-	orig, _ := os.ReadFile(checkAuto)
-	conf := append(append(orig, recoveryMarker...), recoveryConf("job_check", restore, Target{End: true})...)
-	conf = append(conf, "archive_mode = off\n"...)
-	if err := m.writeUserFile(checkAuto, conf); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.writeUserFile(cand.DataDir()+"/recovery.signal", nil); err != nil {
-		t.Fatal(err)
-	}
-	since := time.Now()
-	if err := startScratch(ctx, nil, cand); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cand.Stop(context.Background(), nil, daemon.StopImmediate) })
-	if err := m.finishRecovery(ctx, cand, pgtest.AdminPassword, since); err != nil {
-		t.Fatal(err)
-	}
-	cc, err := cand.Admin(ctx, pgtest.AdminPassword)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close(context.Background())
-	if err := cc.QueryRow(ctx, "SELECT count(*) FROM public.written").Scan(&n); err != nil || n != 150 {
-		ls, _ := os.ReadDir(archive)
-		var names []string
-		for _, e := range ls {
-			names = append(names, e.Name())
-		}
-		t.Fatalf("the base backup of before recovered to the archive's latest timeline: %d rows, %v; want 150\narchive: %v\n%s", n, err, names, strings.Join(cand.LogMessages(since, 60), "\n"))
+	if n := rowsAtLatest("check1", bases[0]); n != 150 {
+		t.Fatalf("the base backup of before recovered to the archive's latest timeline: %d rows, want 150", n)
 	}
 
 	// No timeline above its own: left alone.
@@ -191,5 +205,39 @@ func TestNewTimeline(t *testing.T) {
 	}
 	if _, running, _ := srv.Instance.Status(); running {
 		t.Fatal("NewTimeline started a server it did not move")
+	}
+
+	// Another copy may have promoted to the next timeline (4) with its history file not archived yet: a
+	// placeholder of it archived, the server moves above it (5, branched off 3); a recovery to the latest
+	// timeline follows 1, 3, 5 (PostgreSQL stops at the first timeline without a history file: without the
+	// placeholder it would stay on 3).
+	_, at, err := StoppedTimeline(ctx, srv.Instance)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph, err := PlaceholderHistory(srv.Instance, 3, at, "placeholder:\tjob_tl3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "1\t" + b.At + "\t"; !strings.HasPrefix(string(ph), want) || !strings.HasSuffix(string(ph), "\n3\t"+at+"\tplaceholder: job_tl3\n") {
+		t.Fatalf("placeholder history:\n%s", ph)
+	}
+	if err := m.writeUserFile(filepath.Join(archive, "00000004.history"), ph); err != nil {
+		t.Fatal(err)
+	}
+	b, moved, err = m.NewTimeline(ctx, nil, inst, pgtest.AdminPassword, restore, "job_tl3", archived)
+	if err != nil || !moved || b.From != 3 || b.To != 5 {
+		t.Fatalf("NewTimeline above a placeholder: moved %v from %d to %d, %v; want 3 to 5", moved, b.From, b.To, err)
+	}
+	conn = srv.Admin(t, "postgres")
+	if _, err := conn.Exec(ctx, "INSERT INTO public.written SELECT generate_series(151, 170)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if _, _, err := ArchiveNow(ctx, inst, pgtest.AdminPassword, archived); err != nil {
+		t.Fatal(err)
+	}
+	if n := rowsAtLatest("check2", bases[1]); n != 170 {
+		t.Fatalf("the base backup of before recovered to the archive's latest timeline, above the placeholder: %d rows, want 170", n)
 	}
 }

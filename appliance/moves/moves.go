@@ -366,6 +366,20 @@ func UnopenedOn(tx *store.Tx, projectID, node string) bool {
 	return err == nil && store.ProjectNode(tx, p) == node && store.ProjectNode(tx, rec.Project) != node
 }
 
+// CutoverTold tells whether the running move of the project told its target where the source paused (the
+// cutover's PausedLSN): from then on the target may have promoted its copy — a new timeline, whose history
+// file its archiver may put into the project's WAL archive at any time, even after a rollback (the target
+// killed, then started again). A source resumed then moves itself to a timeline above that one first.
+func CutoverTold(tx *store.Tx, projectID string) bool {
+	mark := tx.Meta(metaPrefix + projectID)
+	if mark == "" {
+		return false
+	}
+	var c cutover
+	raw := tx.Meta(cutoverPrefix + projectID)
+	return raw != "" && json.Unmarshal([]byte(raw), &c) == nil && c.Key == mark && c.PausedLSN != ""
+}
+
 // OpenedBy tells whether the running move of the project (its mark) opened it on its target: the target
 // wrote its word "opened" (stageState) in the transaction of the rebuild's last records (the project
 // active there, its copy's placement epoch recorded in its directory before its server started). From
