@@ -1115,19 +1115,7 @@ func e2eRemoveCgroups(t testing.TB, dir string) {
 // holds.
 func e2eEventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %s", within, what, detail)
-		}
-		<-tick.C
-	}
+	pollEvery(t, within, 20*time.Millisecond, what, cond)
 }
 
 var e2eOperatorLine = regexp.MustCompile(`Operator:\s+(https://\S+)/metrics`)
