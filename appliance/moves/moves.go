@@ -371,13 +371,19 @@ func UnopenedOn(tx *store.Tx, projectID, node string) bool {
 // file its archiver may put into the project's WAL archive at any time, even after a rollback (the target
 // killed, then started again). A source resumed then moves itself to a timeline above that one first.
 func CutoverTold(tx *store.Tx, projectID string) bool {
+	c, ok := runningMoveWord(tx, projectID, cutoverPrefix, func(c cutover) string { return c.Key })
+	return ok && c.PausedLSN != ""
+}
+
+// runningMoveWord reads one side's word of the project's running move (the meta key prefix+projectID): ok
+// when there is a running move (its mark) and the word is this move's (key says whose it is).
+func runningMoveWord[W any](tx *store.Tx, projectID, prefix string, key func(W) string) (w W, ok bool) {
 	mark := tx.Meta(metaPrefix + projectID)
-	if mark == "" {
-		return false
+	raw := tx.Meta(prefix + projectID)
+	if mark == "" || raw == "" || json.Unmarshal([]byte(raw), &w) != nil {
+		return w, false
 	}
-	var c cutover
-	raw := tx.Meta(cutoverPrefix + projectID)
-	return raw != "" && json.Unmarshal([]byte(raw), &c) == nil && c.Key == mark && c.PausedLSN != ""
+	return w, key(w) == mark
 }
 
 // OpenedBy tells whether the running move of the project (its mark) opened it on its target: the target
@@ -386,13 +392,8 @@ func CutoverTold(tx *store.Tx, projectID string) bool {
 // then on the move happened, whatever becomes of the move-in job: the source does not take the project
 // back (the target acknowledged writes only its copy holds).
 func OpenedBy(tx *store.Tx, projectID string) bool {
-	mark := tx.Meta(metaPrefix + projectID)
-	if mark == "" {
-		return false
-	}
-	var st stageState
-	raw := tx.Meta(stagePrefix + projectID)
-	return raw != "" && json.Unmarshal([]byte(raw), &st) == nil && st.Key == mark && st.State == stateOpened
+	st, ok := runningMoveWord(tx, projectID, stagePrefix, func(st stageState) string { return st.Key })
+	return ok && st.State == stateOpened
 }
 
 // enqueue enqueues prj's move to node (on its node) and marks it running.
