@@ -58,12 +58,14 @@ export function Palette({ me }: { me: Me }) {
   }, [])
   useEffect(() => {
     if (!open) {
+      // The box is emptied as the dialog closes, not as it opens: this effect runs a frame after the
+      // dialog shows, and what a quick typist entered by then would be wiped.
+      setQuery('')
+      setActive(0)
       ;(opener.current as HTMLElement | null)?.focus?.()
       return
     }
     opener.current = document.activeElement
-    setQuery('')
-    setActive(0)
     input.current?.focus()
     if (org) get<{ projects: Project[] }>('/v1/projects').then((r) => setProjects(r.projects), (e) => setError(String(e.message ?? e)))
   }, [open])
