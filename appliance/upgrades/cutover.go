@@ -550,8 +550,8 @@ func (s *Service) archiveInto(prj *store.Project, rec *store.Instance, walArchiv
 	return err
 }
 
-// openOn makes rec's server the project's: the pooler's user list written from it, server and pooler
-// watched, its logins let in.
+// openOn makes rec's server the project's: the pooler's user list written from it, the pooler started,
+// server and pooler watched, its logins let in.
 func (s *Service) openOn(ctx context.Context, prj *store.Project, rec *store.Instance) error {
 	conn, err := s.host.AdminConn(ctx, rec, prj.DatabaseName)
 	if err != nil {
@@ -560,6 +560,11 @@ func (s *Service) openOn(ctx context.Context, prj *store.Project, rec *store.Ins
 	err = s.eng.SyncPoolerUsers(ctx, conn, rec, prj)
 	conn.Close(context.WithoutCancel(ctx))
 	if err != nil {
+		return err
+	}
+	// Started here, not left to the supervisor's next look after Watch: the job's completion says the
+	// pooled URL answers, and a client that connects at once must not be refused.
+	if err := s.eng.Pooler(rec, prj).Start(ctx, nil); err != nil {
 		return err
 	}
 	if err := s.eng.Watch(rec, prj); err != nil {
