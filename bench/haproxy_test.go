@@ -210,6 +210,37 @@ func syscalls(b *testing.B, pid int) float64 {
 	return n
 }
 
+// switches is how many context switches (voluntary, nonvoluntary) the threads of a process have made so
+// far (/proc/<pid>/task/*/status; pid 0 is this process). A voluntary one is a sleep — in the relay, an
+// epoll_wait that found nothing ready — so per request it says how many requests each wake-up served.
+func switches(b *testing.B, pid int) (vol, nonvol float64) {
+	dir := "/proc/self/task"
+	if pid != 0 {
+		dir = fmt.Sprintf("/proc/%d/task", pid)
+	}
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, t := range tasks {
+		raw, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		for _, l := range strings.Split(string(raw), "\n") {
+			k, v, ok := strings.Cut(l, ":")
+			x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			switch {
+			case ok && k == "voluntary_ctxt_switches":
+				vol += x
+			case ok && k == "nonvoluntary_ctxt_switches":
+				nonvol += x
+			}
+		}
+	}
+	return vol, nonvol
+}
+
 // cpuTime is the CPU time (user and system) a process has used: this process's own (pid 0, from
 // getrusage: the kv front and whatever else of the bench's appliance ran meanwhile, so an upper bound for
 // the front) or another's (/proc/<pid>/stat, in clock ticks of 10 ms).
@@ -257,6 +288,16 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 	}
 	b.Cleanup(func() { front.Stop(context.Background()) })
 	sock := kvredis.Config{Dir: k.storeDir}.SocketPath()
+	// The store behind the fronts (not behind native, which is its own store): its CPU per request says
+	// whether a front makes it work harder (more, smaller reads).
+	raw, err := os.ReadFile(kvredis.Config{Dir: k.storeDir}.PidPath())
+	if err != nil {
+		b.Fatal(err)
+	}
+	storePID, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		b.Fatalf("the store's pid file: %v", err)
+	}
 	childPort, childPID := k.startFrontChild(b, sock, loops)
 	hpPort, hpPID := k.startHAProxy(b, sock)
 	// cpu is whose CPU time counts as the front's: the front's own process, this process's for the front
@@ -280,13 +321,28 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 		got := map[string]map[string][]float64{} // test → target → ops/s per round
 		cpu := map[string][]float64{}            // target → the front's CPU µs per request (SET and GET together)
 		sys := map[string][]float64{}            // target → its read and write system calls per request
+		client := map[string][]float64{}         // target → redis-benchmark's CPU µs per request
+		behind := map[string][]float64{}         // target → the store's CPU µs per request (native: its own)
+		vol := map[string][]float64{}            // target → the front's voluntary context switches per request
+		nonvol := map[string][]float64{}         // … and involuntary ones (preemptions)
 		for round := range rounds {
 			for i := range targets {
 				t := targets[(i+round)%len(targets)]
-				c0, s0 := cpuTime(b, t.cpu), syscalls(b, t.cpu)
+				storeOf := storePID
+				if t.name == "native" {
+					storeOf = t.cpu
+				}
+				c0, s0, b0 := cpuTime(b, t.cpu), syscalls(b, t.cpu), cpuTime(b, storeOf)
+				v0, n0 := switches(b, t.cpu)
 				res := k.redisBenchmarkAs(b, t.port, t.user, t.password, pipe, 50, requests)
+				perReq := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) / float64(2*requests) }
+				v1, n1 := switches(b, t.cpu)
 				sys[t.name] = append(sys[t.name], (syscalls(b, t.cpu)-s0)/float64(2*requests))
-				cpu[t.name] = append(cpu[t.name], float64(cpuTime(b, t.cpu)-c0)/float64(time.Microsecond)/float64(2*requests))
+				cpu[t.name] = append(cpu[t.name], perReq(cpuTime(b, t.cpu)-c0))
+				client[t.name] = append(client[t.name], perReq(k.clientCPU))
+				behind[t.name] = append(behind[t.name], perReq(cpuTime(b, storeOf)-b0))
+				vol[t.name] = append(vol[t.name], (v1-v0)/float64(2*requests))
+				nonvol[t.name] = append(nonvol[t.name], (n1-n0)/float64(2*requests))
 				for test, r := range res {
 					if got[test] == nil {
 						got[test] = map[string][]float64{}
@@ -322,6 +378,9 @@ func BenchmarkKVRESPvsHAProxy(b *testing.B) {
 			}
 			b.Logf("P=%d CPU µs per request (SET and GET) %s: %.2f (rounds %s); / haproxy %.3f (rounds %s); read(2)/write(2)-family calls per request %.2f%s",
 				pipe, t.name, medianF(cpu[t.name]), fmtList(cpu[t.name], "%.2f"), medianF(vh), fmtList(vh, "%.2f"), medianF(sys[t.name]), note)
+			b.Logf("P=%d %s: redis-benchmark's CPU µs per request %.2f (rounds %s); the store's %.2f (rounds %s); the front's context switches per request: voluntary %.3f (rounds %s), involuntary %.3f",
+				pipe, t.name, medianF(client[t.name]), fmtList(client[t.name], "%.2f"), medianF(behind[t.name]), fmtList(behind[t.name], "%.2f"),
+				medianF(vol[t.name]), fmtList(vol[t.name], "%.3f"), medianF(nonvol[t.name]))
 		}
 		load, _ := os.ReadFile("/proc/loadavg")
 		b.Logf("P=%d load average after the rounds: %s", pipe, strings.TrimSpace(string(load)))

@@ -38,6 +38,8 @@ type kvBench struct {
 	refPID   int // the reference redis-server's
 	refToken string
 	storeDir string
+	// clientCPU is the CPU time (user and system) the last redis-benchmark run used.
+	clientCPU time.Duration
 }
 
 func newKVBench(b *testing.B) *kvBench {
@@ -138,6 +140,7 @@ func (k *kvBench) redisBenchmarkAs(b *testing.B, port int, user, password string
 	if err != nil {
 		b.Fatalf("redis-benchmark: %v: %s%s", err, out, stderr.String())
 	}
+	k.clientCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	recs, err := csv.NewReader(strings.NewReader(string(out))).ReadAll()
 	if err != nil {
 		b.Fatalf("redis-benchmark output: %v\n%s", err, out)
