@@ -90,7 +90,8 @@ func TestSQLCancel(t *testing.T) {
 	if r := b.do("POST", path+"/runs/run-1/cancel", otherKey, nil); r.status != http.StatusForbidden {
 		t.Errorf("another project's key on this project: %d %s", r.status, r.body)
 	}
-	if r := b.do("POST", "/v1/projects/"+other.ID+"/sql/runs/run-1/cancel", otherKey, nil); r.status != http.StatusOK || r.json["cancelled"] != false {
+	// On its own project the ID names no run of this one (it waits for a run-1 of its own project).
+	if r := b.do("POST", "/v1/projects/"+other.ID+"/sql/runs/run-1/cancel", otherKey, nil); r.status != http.StatusOK {
 		t.Errorf("another project's key on its own project: %d %s", r.status, r.body)
 	}
 	if r := b.do("POST", path+"/runs/run-1/cancel", readKey, nil); r.status != http.StatusForbidden {
@@ -115,6 +116,23 @@ func TestSQLCancel(t *testing.T) {
 	}
 	if r := b.do("POST", path, b.adminKey, map[string]any{"query": "SELECT 2 AS two", "run_id": "run-1"}); r.status != http.StatusOK {
 		t.Errorf("run after the cancel: %d %s", r.status, r.body)
+	}
+
+	// A cancel that comes before its run (the client clicked Cancel while its POST waited for a session):
+	// the run ends at once, and none of its text ran.
+	if r := b.do("POST", path+"/runs/run-2/cancel", b.adminKey, nil); r.status != http.StatusOK || r.json["cancelled"] != true {
+		t.Fatalf("cancel before the run: %d %s", r.status, r.body)
+	}
+	r = b.do("POST", path, b.adminKey, map[string]any{"query": "CREATE TABLE early_cancel (v int); SELECT pg_sleep(30)", "run_id": "run-2"})
+	if r.status != http.StatusBadRequest || r.json["sqlstate"] != "57014" || !strings.Contains(r.json["error"].(string), "before it started") {
+		t.Fatalf("the run cancelled before it started: %d %s", r.status, r.body)
+	}
+	var tables int
+	if err := b.env.Svc.AdminQueryRow(t.Context(), prj.ID, "SELECT count(*) FROM pg_class WHERE relname = 'early_cancel'", nil, &tables); err != nil || tables != 0 {
+		t.Fatalf("the cancelled run's table: %d %v", tables, err)
+	}
+	if r := b.do("POST", path, b.adminKey, map[string]any{"query": "SELECT 3 AS three", "run_id": "run-2"}); r.status != http.StatusOK {
+		t.Errorf("a later run of the ID: %d %s", r.status, r.body)
 	}
 }
 

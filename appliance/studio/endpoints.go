@@ -58,12 +58,24 @@ func (s *Service) RunSQL(ctx context.Context, p *authz.Principal, projectID stri
 		}
 		started := s.now()
 		inert := Inert(conn, req.Query)
-		res, results, err := Run(ctx, conn, req.Query, caps)
-		if err != nil {
-			err = s.sqlError(ctx, prj, err)
-			if run != nil && s.runs.wasCancelled(run) {
-				if ae := (*apperr.Error)(nil); errors.As(err, &ae) {
-					ae.Msg = "the run was cancelled (" + ae.Msg + "); the text's statements were rolled back unless they had committed"
+		var res *SQLResult
+		var results []*api.SQLStatementResult
+		var err error
+		if run != nil && s.runs.wasCancelled(run) { // its cancel came first
+			run.finish()
+			err = &apperr.Error{Kind: apperr.KindInvalid, Fields: map[string]any{"sqlstate": "57014"},
+				Msg: "the run was cancelled before it started: none of its text was sent to the server"}
+		} else {
+			res, results, err = Run(ctx, conn, req.Query, caps)
+			if run != nil {
+				run.finish()
+			}
+			if err != nil {
+				err = s.sqlError(ctx, prj, err)
+				if run != nil && s.runs.wasCancelled(run) {
+					if ae := (*apperr.Error)(nil); errors.As(err, &ae) {
+						ae.Msg = "the run was cancelled (" + ae.Msg + "); the text's statements were rolled back unless they had committed"
+					}
 				}
 			}
 		}
