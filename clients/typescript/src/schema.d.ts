@@ -5299,7 +5299,7 @@ export interface components {
         /** @enum {string} */
         RuntimeStatus: "provisioning" | "active" | "restarting" | "down" | "stopped" | "suspended" | "unavailable";
         SQLCancelResponse: {
-            /** @description true: the server was asked to cancel the running statement (the run answers with a 400 whose sqlstate is 57014); false: no run of that ID was running in the project (it had ended or not started) */
+            /** @description true: the server was asked to cancel the running statement, or no run of that ID has been seen and one starting within 30 s ends at once without running its text (either way the run answers with a 400 whose sqlstate is 57014); false: the run's statements had already answered or it ended in the last minute (or 100 cancels of the project already wait for their runs) */
             cancelled: boolean;
             run_id: string;
         };
