@@ -573,8 +573,9 @@ func TestLinearizableStaleFirstRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(0, 10) // through member 0
-	lag := func() {
-		// b's watch brings a's last commit first (it would move seen on after the lag is set).
+	// caughtUp waits for b's watch to bring a's last commit.
+	caughtUp := func() {
+		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for want := ScheduledBackups.Version(a); ScheduledBackups.Version(b) < want; {
@@ -584,6 +585,9 @@ func TestLinearizableStaleFirstRead(t *testing.T) {
 				t.Fatalf("b's watch never brought revision %d", want)
 			}
 		}
+	}
+	lag := func() {
+		caughtUp() // first: it would move seen on after the lag is set
 		b.etcd.lagRev = before
 		b.etcd.seen.Store(before)
 	}
@@ -653,7 +657,21 @@ func TestLinearizableStaleFirstRead(t *testing.T) {
 		if !ok || first != 1 || string(old.v) != "1" {
 			t.Fatalf("after a read of 1 (read %d) the process knows %q (%v)", first, old.v, ok)
 		}
+		// dropped waits for b's watch to drop what the process knew of the key (a's write changed it): the
+		// watch then cannot undo stale() below.
+		dropped := func() {
+			t.Helper()
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+				if _, ok := b.etcd.values.get(string(bucketMeta), k); !ok {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("b's watch never dropped the key a's write changed")
+				}
+			}
+		}
 		write(2, 7)
+		dropped()
 		stale := func() { // as if b's watch had not brought the write yet
 			b.etcd.values.reset()
 			b.etcd.values.put(string(bucketMeta), k, old)
@@ -671,6 +689,7 @@ func TestLinearizableStaleFirstRead(t *testing.T) {
 			t.Fatalf("the update read %v, want [1 7]: the stale value known, then, run again, the write's 7", reads)
 		}
 		write(2, 30)
+		dropped()
 		stale()
 		reads = nil
 		if err := b.Update(func(tx *Tx) error { reads = append(reads, linGet(t, tx, 2)); return nil }); err != nil {
