@@ -187,58 +187,56 @@ func (k *kvBench) startFrontChild(b *testing.B, sock string, loops int) (int, in
 	return port, cmd.Process.Pid
 }
 
+// procDir is /proc's directory of a process (pid 0: this one).
+func procDir(pid int) string {
+	if pid == 0 {
+		return "/proc/self"
+	}
+	return fmt.Sprintf("/proc/%d", pid)
+}
+
+// procFields adds the numbers of a /proc file's "name: value" lines to sum, by name; false when the file
+// cannot be read.
+func procFields(path string, sum map[string]float64) bool {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			sum[k] += x
+		}
+	}
+	return true
+}
+
 // syscalls is how many read and write system calls a process has made (/proc/<pid>/io's syscr + syscw;
 // pid 0 is this process). Those count read(2), write(2) and their vectored kin, not recvfrom(2) and
 // sendto(2): HAProxy's reads and writes are those, and it shows 0. A process's counts also take in those
 // of each child it has reaped: this process's (the front in the appliance) include redis-benchmark's.
 func syscalls(b *testing.B, pid int) float64 {
-	p := "/proc/self/io"
-	if pid != 0 {
-		p = fmt.Sprintf("/proc/%d/io", pid)
+	f := map[string]float64{}
+	if !procFields(procDir(pid)+"/io", f) {
+		b.Fatalf("%s/io cannot be read", procDir(pid))
 	}
-	raw, err := os.ReadFile(p)
-	if err != nil {
-		b.Fatal(err)
-	}
-	n := 0.0
-	for _, l := range strings.Split(string(raw), "\n") {
-		if k, v, ok := strings.Cut(l, ": "); ok && (k == "syscr" || k == "syscw") {
-			x, _ := strconv.ParseFloat(v, 64)
-			n += x
-		}
-	}
-	return n
+	return f["syscr"] + f["syscw"]
 }
 
 // switches is how many context switches (voluntary, nonvoluntary) the threads of a process have made so
 // far (/proc/<pid>/task/*/status; pid 0 is this process). A voluntary one is a sleep — in the relay, an
 // epoll_wait that found nothing ready — so per request it says how many requests each wake-up served.
 func switches(b *testing.B, pid int) (vol, nonvol float64) {
-	dir := "/proc/self/task"
-	if pid != 0 {
-		dir = fmt.Sprintf("/proc/%d/task", pid)
-	}
+	dir := procDir(pid) + "/task"
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
+	f := map[string]float64{}
 	for _, t := range tasks {
-		raw, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
-		if err != nil {
-			continue // the thread ended meanwhile
-		}
-		for _, l := range strings.Split(string(raw), "\n") {
-			k, v, ok := strings.Cut(l, ":")
-			x, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			switch {
-			case ok && k == "voluntary_ctxt_switches":
-				vol += x
-			case ok && k == "nonvoluntary_ctxt_switches":
-				nonvol += x
-			}
-		}
+		procFields(filepath.Join(dir, t.Name(), "status"), f) // a thread that ended meanwhile adds nothing
 	}
-	return vol, nonvol
+	return f["voluntary_ctxt_switches"], f["nonvoluntary_ctxt_switches"]
 }
 
 // cpuTime is the CPU time (user and system) a process has used: this process's own (pid 0, from
